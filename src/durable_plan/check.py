@@ -1,0 +1,536 @@
+"""Everything that can be known about a plan before a side effect.
+
+``check_plan`` turns raw input (a dict, a JSON string or a ``Plan``) into a
+``CheckedPlan`` or raises ``PlanRejected`` listing *every* problem it found,
+each naming the step, the field and the fix. A bad plan therefore costs one
+repair round trip and runs nothing. The result carries everything the runners
+need (dependency sets, parsed expressions, levels), so neither runner ever
+re-derives the graph.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from pydantic import ValidationError
+
+from durable_plan import expressions
+from durable_plan.errors import PlanRejected, Problem
+from durable_plan.expressions import Expression, ExpressionSyntaxError
+from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, Step, plan_field_names
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the checker knows about one tool: its input schema, or why it may not be planned."""
+
+    name: str
+    input_schema: Mapping[str, Any] | None = None
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCatalog:
+    """The tools a plan may name. ``refused`` tools exist but may not be planned."""
+
+    tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, specs: Iterable[ToolSpec | str]) -> ToolCatalog:
+        items = [s if isinstance(s, ToolSpec) else ToolSpec(s) for s in specs]
+        return cls({s.name: s for s in items})
+
+    @property
+    def plannable(self) -> list[str]:
+        return sorted(name for name, spec in self.tools.items() if spec.refused is None)
+
+
+@dataclass(frozen=True)
+class CheckedStep:
+    """A step with its dependencies resolved and its expressions parsed."""
+
+    step: Step
+    deps: frozenset[str]
+    bind: Mapping[str, Expression]
+    when: Expression | None
+    level: int
+
+    @property
+    def id(self) -> str:
+        return self.step.id
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan that passed every check; the only input the runners accept."""
+
+    plan: Plan
+    steps: Mapping[str, CheckedStep]
+    levels: list[list[str]]
+    durable: bool
+
+    @property
+    def returns(self) -> list[str]:
+        return list(self.plan.returns) if self.plan.returns is not None else list(self.steps)
+
+
+def check_plan(
+    raw: Plan | Mapping[str, Any] | str,
+    *,
+    catalog: ToolCatalog | Iterable[str] | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    durable: bool = False,
+) -> CheckedPlan:
+    """Validate everything, then return the checked plan or raise ``PlanRejected``.
+
+    ``catalog=None`` accepts any tool name (the invoker decides at run time);
+    ``durable=True`` also refuses JSONata functions that would not replay.
+    """
+    if catalog is not None and not isinstance(catalog, ToolCatalog):
+        catalog = ToolCatalog.of(catalog)
+    checker = _Checker(catalog, max_steps, durable)
+    return checker.run(raw)
+
+
+class _Checker:
+    def __init__(self, catalog: ToolCatalog | None, max_steps: int, durable: bool) -> None:
+        self.catalog = catalog
+        self.max_steps = max_steps
+        self.durable = durable
+        self.problems: list[Problem] = []
+
+    def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
+        self.problems.append(Problem(code, message, fix, step, fld))
+
+    def run(self, raw: Plan | Mapping[str, Any] | str) -> CheckedPlan:
+        plan, steps, returns, raw_ids = self._parse(raw)
+        if len(steps) > self.max_steps:
+            self.add(
+                "step_limit",
+                f"the plan has {len(steps)} steps; the limit is {self.max_steps}",
+                "split the work into several plans, or call some tools directly",
+                None,
+                "steps",
+            )
+        ids = self._check_ids(steps) | raw_ids
+        parsed: dict[str, tuple[dict[str, Expression], Expression | None, set[str]]] = {}
+        for step in steps:
+            if step.id in parsed:
+                continue
+            self._check_tool(step)
+            parsed[step.id] = self._check_expressions(step, ids)
+        self._check_returns(returns, ids)
+        deps = {sid: frozenset(d) for sid, (_, _, d) in parsed.items()}
+        self._check_cycles(deps)
+        if self.problems or plan is None:
+            raise PlanRejected(self.problems)
+        levels_of = _levels(deps)
+        checked = {
+            sid: CheckedStep(
+                step=step,
+                deps=deps[sid],
+                bind=parsed[sid][0],
+                when=parsed[sid][1],
+                level=levels_of[sid],
+            )
+            for step in plan.steps
+            for sid in [step.id]
+        }
+        depth = max(levels_of.values()) + 1
+        levels = [[s.id for s in plan.steps if levels_of[s.id] == n] for n in range(depth)]
+        return CheckedPlan(plan=plan, steps=checked, levels=levels, durable=self.durable)
+
+    # -- schema ---------------------------------------------------------------
+
+    def _parse(
+        self, raw: Plan | Mapping[str, Any] | str
+    ) -> tuple[Plan | None, list[Step], Any, set[str]]:
+        """The plan if valid; else the individually valid steps and every step id seen."""
+        if isinstance(raw, Plan):
+            return raw, list(raw.steps), raw.returns, set()
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                self.add(
+                    "schema",
+                    f"the plan is not valid JSON ({exc})",
+                    "send the plan as a JSON object",
+                    None,
+                    None,
+                )
+                raise PlanRejected(self.problems) from None
+        if not isinstance(raw, Mapping):
+            self.add(
+                "schema",
+                f"the plan must be an object, got {type(raw).__name__}",
+                'send {"steps": [...]}',
+                None,
+                None,
+            )
+            raise PlanRejected(self.problems)
+        try:
+            plan = Plan.model_validate(raw)
+            return plan, list(plan.steps), plan.returns, set()
+        except ValidationError as exc:
+            self._schema_problems(exc, raw)
+        # Salvage the steps that are valid on their own, so one typo does not
+        # hide every other problem in the plan.
+        raw_steps = raw.get("steps")
+        steps: list[Step] = []
+        if isinstance(raw_steps, list):
+            for item in raw_steps:
+                salvaged = _salvage_step(item)
+                if salvaged is not None:
+                    steps.append(salvaged)
+        returns = raw.get("returns")
+        valid_returns = (
+            returns
+            if isinstance(returns, list) and all(isinstance(r, str) for r in returns)
+            else None
+        )
+        raw_ids = {
+            item["id"]
+            for item in (raw_steps if isinstance(raw_steps, list) else [])
+            if isinstance(item, Mapping) and isinstance(item.get("id"), str)
+        }
+        return None, steps, valid_returns, raw_ids
+
+    def _schema_problems(self, exc: ValidationError, raw: Mapping[str, Any]) -> None:
+        names = plan_field_names()
+        raw_steps = raw.get("steps")
+        for err in exc.errors():
+            loc = list(err["loc"])
+            step_name: str | None = None
+            kind = "plan"
+            if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+                kind = "step"
+                index = loc[1]
+                item = raw_steps[index] if isinstance(raw_steps, list) else None
+                sid = item.get("id") if isinstance(item, Mapping) else None
+                step_name = sid if isinstance(sid, str) and sid else f"#{index + 1}"
+                loc = loc[2:]
+            fld = ".".join(str(p) for p in loc) or None
+            etype = err["type"]
+            message, fix = _describe_schema_error(etype, err, fld, names[kind])
+            self.add("schema", message, fix, step_name, fld)
+
+    # -- per-step checks --------------------------------------------------------
+
+    def _check_ids(self, steps: Sequence[Step]) -> set[str]:
+        seen: set[str] = set()
+        for step in steps:
+            if step.id in seen:
+                self.add(
+                    "duplicate_id",
+                    f"step id '{step.id}' is used more than once",
+                    "give every step its own id",
+                    step.id,
+                    "id",
+                )
+            seen.add(step.id)
+        return seen
+
+    def _check_tool(self, step: Step) -> None:
+        if self.catalog is None:
+            return
+        spec = self.catalog.tools.get(step.tool)
+        plannable = self.catalog.plannable
+        if spec is None:
+            close = difflib.get_close_matches(step.tool, plannable, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            listed = ", ".join(plannable) or "none"
+            self.add(
+                "unknown_tool",
+                f"unknown tool '{step.tool}'",
+                f"{hint}plannable tools: {listed}",
+                step.id,
+                "tool",
+            )
+            return
+        if spec.refused is not None:
+            self.add(
+                "not_plannable",
+                f"tool '{step.tool}' cannot be planned: {spec.refused}",
+                f"call '{step.tool}' directly, outside the plan",
+                step.id,
+                "tool",
+            )
+            return
+        if spec.input_schema is not None:
+            self._check_arguments(step, spec.input_schema)
+
+    def _check_arguments(self, step: Step, schema: Mapping[str, Any]) -> None:
+        props = schema.get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        open_ended = schema.get("additionalProperties", not props) is not False
+        given = set(step.args) | set(step.bind)
+        for name in sorted(set(step.args) & set(step.bind)):
+            self.add(
+                "bad_argument",
+                f"argument '{name}' is given in both args and bind",
+                "keep it in one of them",
+                step.id,
+                f"bind.{name}",
+            )
+        for name in sorted(given - set(props)):
+            if open_ended:
+                continue
+            close = difflib.get_close_matches(name, list(props), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            fld = f"bind.{name}" if name in step.bind else f"args.{name}"
+            self.add(
+                "bad_argument",
+                f"tool '{step.tool}' has no argument '{name}'",
+                f"{hint}its arguments are: {', '.join(props) or 'none'}",
+                step.id,
+                fld,
+            )
+        required = schema.get("required") or []
+        for name in required:
+            if name not in given:
+                self.add(
+                    "bad_argument",
+                    f"tool '{step.tool}' needs argument '{name}'",
+                    f"add '{name}' to args or bind",
+                    step.id,
+                    "args",
+                )
+        for name, value in step.args.items():
+            prop = props.get(name)
+            if not isinstance(prop, Mapping):
+                continue
+            try:
+                jsonschema.validate(value, dict(prop))
+            except jsonschema.ValidationError as exc:
+                self.add(
+                    "bad_argument",
+                    f"argument '{name}' is invalid: {exc.message}",
+                    f"pass a value matching {json.dumps(dict(prop))}",
+                    step.id,
+                    f"args.{name}",
+                )
+            except jsonschema.SchemaError:
+                continue
+
+    def _check_expressions(
+        self, step: Step, ids: set[str]
+    ) -> tuple[dict[str, Expression], Expression | None, set[str]]:
+        bind: dict[str, Expression] = {}
+        when: Expression | None = None
+        deps: set[str] = set()
+        dynamic_fields: list[str] = []
+        for fld, source in expressions.iter_sources(step.bind, step.when):
+            try:
+                expr = expressions.parse(source)
+            except ExpressionSyntaxError as exc:
+                self.add(
+                    "syntax",
+                    f"JSONata syntax error in {source!r}: {exc}",
+                    'write JSONata: = not ==, $not(...) not !, quote strings "like this"',
+                    step.id,
+                    fld,
+                )
+                continue
+            self._check_functions(step, fld, expr)
+            for ref in sorted(expr.refs):
+                if ref == step.id:
+                    self.add(
+                        "self_reference",
+                        f"reads steps.{ref}, its own result",
+                        "a step cannot read itself: read an earlier step",
+                        step.id,
+                        fld,
+                    )
+                elif ref not in ids:
+                    self.add(
+                        "dangling_reference",
+                        f"reads steps.{ref}, but no step has id '{ref}'",
+                        _suggest(ref, ids, "use the id of an earlier step"),
+                        step.id,
+                        fld,
+                    )
+                else:
+                    deps.add(ref)
+            if expr.is_dynamic:
+                dynamic_fields.append(f"{fld} ({', '.join(expr.dynamic)})")
+            if fld == "when":
+                when = expr
+            else:
+                bind[fld.removeprefix("bind.")] = expr
+        for ref in step.after:
+            if ref == step.id:
+                self.add(
+                    "self_reference",
+                    "lists itself in after",
+                    "remove its own id from after",
+                    step.id,
+                    "after",
+                )
+            elif ref not in ids:
+                self.add(
+                    "dangling_reference",
+                    f"waits for '{ref}', but no step has that id",
+                    _suggest(ref, ids, "list ids of other steps"),
+                    step.id,
+                    "after",
+                )
+            else:
+                deps.add(ref)
+        if dynamic_fields and not step.after:
+            self.add(
+                "dynamic_reference",
+                f"reads steps it does not name: {'; '.join(dynamic_fields)}",
+                "list the steps it needs in after, or read them by name (steps.<id>)",
+                step.id,
+                dynamic_fields[0].split(" ")[0],
+            )
+        return bind, when, deps
+
+    def _check_functions(self, step: Step, fld: str, expr: Expression) -> None:
+        forbidden = set(expressions.ALWAYS_FORBIDDEN)
+        if self.durable:
+            forbidden |= expressions.NONDETERMINISTIC
+        for name in sorted(expr.functions & forbidden):
+            if name == "eval":
+                fix = "write the expression out directly; $eval is disabled"
+            else:
+                fix = "durable plans must replay identically: pass the value in args"
+            self.add("forbidden_function", f"${name} is not allowed", fix, step.id, fld)
+
+    def _check_returns(self, returns: Any, ids: set[str]) -> None:
+        for ref in returns or []:
+            if ref not in ids:
+                self.add(
+                    "returns",
+                    f"returns '{ref}', but no step has that id",
+                    _suggest(ref, ids, "list step ids"),
+                    None,
+                    "returns",
+                )
+
+    def _check_cycles(self, deps: Mapping[str, frozenset[str]]) -> None:
+        for cycle in _find_cycles(deps):
+            path = " -> ".join([*cycle, cycle[0]])
+            self.add(
+                "cycle",
+                f"dependency cycle {path} (each step waits for the next)",
+                "remove one of these dependencies",
+                cycle[0],
+                "bind",
+            )
+
+
+def _describe_schema_error(
+    etype: str, err: Any, fld: str | None, fields: list[str]
+) -> tuple[str, str]:
+    last = fld.split(".")[-1] if fld else ""
+    if etype == "extra_forbidden":
+        close = difflib.get_close_matches(last, fields, n=1)
+        fix = f"did you mean '{close[0]}'?" if close else f"remove it; fields: {', '.join(fields)}"
+        return f"unknown field '{last}'", fix
+    if etype == "missing":
+        return f"required field '{last}' is missing", f"add '{last}'"
+    if etype == "string_pattern_mismatch":
+        return (
+            f"{err['input']!r} is not a valid step id",
+            "start with a lowercase letter; use lowercase letters, digits and '_' "
+            "(at most 32 characters)",
+        )
+    if etype == "too_short" and fld == "steps":
+        return "the plan has no steps", "add at least one step"
+    return f"{err['msg']} (got {_short(err.get('input'))})", "see the plan schema"
+
+
+def _salvage_step(item: Any) -> Step | None:
+    """The step without its invalid fields (already reported), or None if id/tool are bad."""
+    if not isinstance(item, Mapping):
+        return None
+    candidate = dict(item)
+    for _ in range(2):
+        try:
+            return Step.model_validate(candidate)
+        except ValidationError as exc:
+            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
+            if bad & {"id", "tool"} or not bad:
+                return None
+            candidate = {k: v for k, v in candidate.items() if k not in bad}
+    return None
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _suggest(ref: str, ids: Iterable[str], fallback: str) -> str:
+    close = difflib.get_close_matches(ref, sorted(ids), n=1)
+    return f"did you mean '{close[0]}'?" if close else fallback
+
+
+def _find_cycles(deps: Mapping[str, frozenset[str]]) -> list[list[str]]:
+    """Each distinct cycle once, as a path, found by an iterative depth-first search."""
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(deps, white)
+    cycles: list[list[str]] = []
+    seen: set[tuple[str, ...]] = set()
+    for root in deps:
+        if color[root] != white:
+            continue
+        stack: list[tuple[str, list[str]]] = [(root, sorted(deps[root]))]
+        path = [root]
+        color[root] = grey
+        while stack:
+            node, todo = stack[-1]
+            if not todo:
+                color[node] = black
+                stack.pop()
+                path.pop()
+                continue
+            nxt = todo.pop(0)
+            if nxt not in color:
+                continue
+            if color[nxt] == grey:
+                cycle = path[path.index(nxt) :]
+                key = _rotate(cycle)
+                if key not in seen:
+                    seen.add(key)
+                    cycles.append(list(key))
+            elif color[nxt] == white:
+                color[nxt] = grey
+                stack.append((nxt, sorted(deps[nxt])))
+                path.append(nxt)
+    return cycles
+
+
+def _rotate(cycle: list[str]) -> tuple[str, ...]:
+    start = cycle.index(min(cycle))
+    return tuple(cycle[start:] + cycle[:start])
+
+
+def _levels(deps: Mapping[str, frozenset[str]]) -> dict[str, int]:
+    """Longest-path depth of each step (Kahn's order); the graph is acyclic here."""
+    level: dict[str, int] = {}
+    remaining = {sid: set(d) for sid, d in deps.items()}
+    dependents: dict[str, list[str]] = {sid: [] for sid in deps}
+    for sid, d in deps.items():
+        for dep in d:
+            dependents[dep].append(sid)
+    frontier = [sid for sid, d in remaining.items() if not d]
+    for sid in frontier:
+        level[sid] = 0
+    while frontier:
+        nxt: list[str] = []
+        for sid in frontier:
+            for child in dependents[sid]:
+                level[child] = max(level.get(child, 0), level[sid] + 1)
+                remaining[child].discard(sid)
+                if not remaining[child]:
+                    nxt.append(child)
+        frontier = nxt
+    return level

@@ -1,0 +1,261 @@
+"""A plan in flight: the scheduler plus bindings, results and the ledger.
+
+``PlanRun`` is what both runners drive. It turns ready steps into concrete
+``StepCall``s (evaluating ``when`` and ``bind`` over the results so far), takes
+back each call's outcome, and builds the ``PlanResult``. Runners only invoke
+tools and measure time; they never decide what runs next. Nothing here does
+I/O or reads a clock, so the Temporal workflow can run it as workflow code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from durable_plan import expressions
+from durable_plan.check import CheckedPlan, CheckedStep
+from durable_plan.errors import StepError
+from durable_plan.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.scheduler import Scheduler
+
+Phase = Literal["pending", "running", "ok", "failed", "skipped", "not_taken"]
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One tool invocation the runner must perform."""
+
+    step_id: str
+    tool: str
+    args: dict[str, Any]
+    level: int
+    timeout_s: float | None
+    retries: int | None
+    local: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One line of a live ledger, including steps not yet ended."""
+
+    id: str
+    tool: str
+    phase: Phase
+    level: int
+    duration_ms: float
+    attempts: int
+    error: str | None
+
+
+class PlanRun:
+    """Drives one checked plan from first step to ``PlanResult``."""
+
+    def __init__(self, checked: CheckedPlan) -> None:
+        self._checked = checked
+        plan = checked.plan
+        self._scheduler = Scheduler(
+            {sid: cs.deps for sid, cs in checked.steps.items()},
+            order=list(checked.steps),
+            join={sid: cs.step.join for sid, cs in checked.steps.items()},
+            on_error=plan.on_error,
+            max_parallel=plan.max_parallel,
+        )
+        self._results: dict[str, Any] = {}
+        self._outcomes: dict[str, StepOutcome] = {}
+
+    @property
+    def checked(self) -> CheckedPlan:
+        return self._checked
+
+    @property
+    def finished(self) -> bool:
+        return not self._scheduler.is_active()
+
+    def next_calls(self) -> list[StepCall]:
+        """Calls to start now; steps decided without a call are recorded here."""
+        calls: list[StepCall] = []
+        while True:
+            ready = self._scheduler.get_ready()
+            if not ready:
+                break
+            for sid in ready:
+                call = self._prepare(self._checked.steps[sid])
+                if call is not None:
+                    calls.append(call)
+        if calls and self._stopped_by_failure():
+            for call in calls:
+                self._end(call.step_id, "skipped", "plan stopped after a failure", 0.0, 0)
+            return []
+        return calls
+
+    def record_result(
+        self, step_id: str, result: Any, *, duration_ms: float = 0.0, attempts: int = 1
+    ) -> None:
+        """A tool returned; non-JSON results fail the step here, with the reason."""
+        try:
+            value = as_json(result)
+        except StepError as exc:
+            tool = self._checked.steps[step_id].step.tool
+            self.record_failure(
+                step_id,
+                f"tool '{tool}' returned a non-JSON value: {exc}; return dicts, lists, "
+                "strings, numbers, booleans or null",
+                duration_ms=duration_ms,
+                attempts=attempts,
+            )
+            return
+        self._results[step_id] = value
+        self._end(step_id, "ok", None, duration_ms, attempts)
+
+    def record_failure(
+        self, step_id: str, error: str, *, duration_ms: float = 0.0, attempts: int = 1
+    ) -> None:
+        self._end(step_id, "failed", error, duration_ms, attempts)
+
+    def result(self) -> PlanResult:
+        """The final result; valid once ``finished``."""
+        if not self.finished:
+            raise RuntimeError("the plan is still running")
+        ledger = [self._outcomes[sid] for sid in self._checked.steps]
+        returned = {
+            sid: self._results[sid]
+            for sid in self._checked.returns
+            if self._outcomes[sid].status == "ok"
+        }
+        clean = all(o.status in ("ok", "not_taken") for o in ledger)
+        final = self._checked.plan.final and clean
+        executed_levels = {o.level for o in ledger if o.status == "ok"}
+        saved = max(len(executed_levels) - 1, 0) + (1 if final else 0)
+        return PlanResult(
+            returned=returned,
+            ledger=ledger,
+            levels=self._checked.levels,
+            inference_passes_saved=saved,
+            final=final,
+        )
+
+    def progress(self, running_attempts: Mapping[str, int] | None = None) -> list[Progress]:
+        """The ledger so far, in plan order, for progress queries and live displays."""
+        running = self._scheduler.running
+        lines: list[Progress] = []
+        for sid, cs in self._checked.steps.items():
+            done = self._outcomes.get(sid)
+            if done is not None:
+                lines.append(
+                    Progress(
+                        sid,
+                        done.tool,
+                        done.status,
+                        done.level,
+                        done.duration_ms,
+                        done.attempts,
+                        done.error,
+                    )
+                )
+                continue
+            phase: Phase = "running" if sid in running else "pending"
+            attempts = (running_attempts or {}).get(sid, 0)
+            lines.append(Progress(sid, cs.step.tool, phase, cs.level, 0.0, attempts, None))
+        return lines
+
+    # -- internals ------------------------------------------------------------
+
+    def _prepare(self, cs: CheckedStep) -> StepCall | None:
+        scope = {"steps": self._results}
+        deterministic = self._checked.durable
+        try:
+            if cs.when is not None:
+                matched, value = expressions.evaluate(cs.when, scope, deterministic=deterministic)
+                if not matched:
+                    raise StepError(
+                        f"when matched no value: {expressions.explain_no_match(cs.when, scope)}"
+                    )
+                if not isinstance(value, bool):
+                    raise StepError(f"when must be true or false, got {_brief(value)}")
+                if not value:
+                    self._end(cs.id, "not_taken", "when was false", 0.0, 0)
+                    return None
+            args = dict(cs.step.args)
+            for name, expr in cs.bind.items():
+                matched, value = expressions.evaluate(expr, scope, deterministic=deterministic)
+                if not matched:
+                    raise StepError(
+                        f"binding '{name}' matched no value: "
+                        f"{expressions.explain_no_match(expr, scope)}"
+                    )
+                args[name] = value
+        except StepError as exc:
+            self._end(cs.id, "failed", str(exc), 0.0, 0)
+            return None
+        return StepCall(
+            step_id=cs.id,
+            tool=cs.step.tool,
+            args=args,
+            level=cs.level,
+            timeout_s=cs.step.timeout_s,
+            retries=cs.step.retries,
+            local=cs.step.local,
+        )
+
+    def _end(
+        self, sid: str, status: StepStatus, error: str | None, duration_ms: float, attempts: int
+    ) -> None:
+        cs = self._checked.steps[sid]
+        self._scheduler.done(sid, status, error)
+        self._outcomes[sid] = StepOutcome(
+            id=sid,
+            tool=cs.step.tool,
+            status=status,
+            level=cs.level,
+            duration_ms=round(duration_ms, 3),
+            error=error,
+            attempts=attempts,
+        )
+        self._absorb_scheduler_decisions()
+
+    def _absorb_scheduler_decisions(self) -> None:
+        """Record steps the scheduler skipped or pruned on its own."""
+        for sid, status in self._scheduler.statuses.items():
+            if sid not in self._outcomes:
+                cs = self._checked.steps[sid]
+                self._outcomes[sid] = StepOutcome(
+                    id=sid,
+                    tool=cs.step.tool,
+                    status=status,
+                    level=cs.level,
+                    error=self._scheduler.reason(sid),
+                )
+
+    def _stopped_by_failure(self) -> bool:
+        plan = self._checked.plan
+        return plan.on_error == "fail_fast" and any(
+            o.status == "failed" for o in self._outcomes.values()
+        )
+
+
+def as_json(value: Any, *, _depth: int = 0) -> Any:
+    """Return ``value`` as plain JSON (tuples become lists) or raise ``StepError``."""
+    if _depth > 200:
+        raise StepError("nested more than 200 levels deep")
+    if value is None or isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise StepError(f"{value} is not a JSON number")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise StepError(f"object key {key!r} is a {type(key).__name__}, not a string")
+            out[key] = as_json(item, _depth=_depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [as_json(item, _depth=_depth + 1) for item in value]
+    raise StepError(f"a {type(value).__name__} is not JSON")
+
+
+def _brief(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else f'"{value}"'
+    return text if len(text) <= 40 else text[:37] + "..."

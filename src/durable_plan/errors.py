@@ -1,0 +1,69 @@
+"""Errors as values the model can act on.
+
+A rejected plan costs the model one repair round trip, so the rejection must
+carry every problem at once, each naming the step, the field and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ProblemCode = Literal[
+    "schema",
+    "step_limit",
+    "duplicate_id",
+    "unknown_tool",
+    "not_plannable",
+    "bad_argument",
+    "syntax",
+    "forbidden_function",
+    "dangling_reference",
+    "self_reference",
+    "dynamic_reference",
+    "returns",
+    "cycle",
+]
+
+REJECTION_HEADER = "Plan rejected, nothing was executed:"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a plan, found before anything ran."""
+
+    code: ProblemCode
+    message: str
+    fix: str
+    step: str | None = None
+    field: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.step is not None:
+            where.append(f"step '{self.step}'")
+        if self.field is not None:
+            where.append(f"field '{self.field}'")
+        prefix = f"{', '.join(where)}: " if where else ""
+        return f"{prefix}{self.message}. Fix: {self.fix}"
+
+
+class PlanRejected(ValueError):
+    """The plan failed its checks; nothing was executed."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [REJECTION_HEADER]
+        lines += [f"- {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    @property
+    def codes(self) -> list[str]:
+        return [p.code for p in self.problems]
+
+
+class StepError(Exception):
+    """A step failed for a reason the plan engine found (binding, condition, result)."""

@@ -1,0 +1,278 @@
+"""JSONata expressions: static analysis and safe, deterministic evaluation.
+
+Dependencies are read from the parsed expression, not from its text, so
+``$lookup(steps, 'a')`` and ``steps.`a``` create an edge while the string literal
+``'see steps.manual'`` does not. Evaluation never returns a silent ``None``: a
+path that matches nothing raises with the keys that do exist.
+
+jsonata-python is not deterministic on its own (``$now``/``$millis`` read the wall
+clock, ``$random``/``$shuffle`` the global RNG, ``$eval`` runs further code), so
+those functions are replaced on every instance: ``$eval`` always refuses, and in
+durable mode the clock and random functions refuse too (the checker rejects them
+first, this is the second line of defence). Workflow modules import this one
+through ``workflow.unsafe.imports_passed_through()`` (jsonata trips the sandbox).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonata
+from jsonata.jexception import JException
+from jsonata.utils import Utils
+
+from durable_plan.errors import StepError
+
+ALWAYS_FORBIDDEN = frozenset({"eval"})
+NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
+
+_SKIP_ATTRS = frozenset({"_outer_instance", "outer", "seeking_parent", "tuple", "focus", "token"})
+
+
+class ExpressionSyntaxError(ValueError):
+    """The expression does not parse; the message says where."""
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed JSONata expression and what it reads from ``steps``."""
+
+    source: str
+    refs: frozenset[str]
+    dynamic: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    functions: frozenset[str]
+    _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when the expression reads steps the checker cannot name statically."""
+        return bool(self.dynamic)
+
+
+def parse(source: str) -> Expression:
+    """Parse and analyse; raises ExpressionSyntaxError with JSONata's own message."""
+    try:
+        compiled = jsonata.Jsonata(source)
+    except JException as exc:
+        raise ExpressionSyntaxError(_jsonata_message(exc)) from None
+    except (RecursionError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise ExpressionSyntaxError(f"cannot parse: {exc}") from None
+    analysis = _Analysis()
+    analysis.visit(compiled.ast)
+    return Expression(
+        source=source,
+        refs=frozenset(analysis.refs),
+        dynamic=tuple(analysis.dynamic),
+        paths=tuple(analysis.paths),
+        functions=frozenset(analysis.functions),
+        _cache=[compiled],
+    )
+
+
+class _Analysis:
+    """Walks the AST once, collecting step references and function names."""
+
+    def __init__(self) -> None:
+        self.refs: set[str] = set()
+        self.dynamic: list[str] = []
+        self.paths: list[tuple[str, ...]] = []
+        self.functions: set[str] = set()
+        self._seen: set[int] = set()
+
+    def visit(self, node: Any) -> None:
+        if node is None or isinstance(node, str | int | float | bool):
+            return
+        if isinstance(node, list | tuple):
+            for item in node:
+                self.visit(item)
+            return
+        if not hasattr(node, "__dict__") or id(node) in self._seen:
+            return
+        self._seen.add(id(node))
+        kind = getattr(node, "type", None)
+        if kind == "variable" and isinstance(getattr(node, "value", None), str):
+            self.functions.add(node.value)
+        if kind == "function" and self._visit_lookup(node):
+            return
+        if kind == "path" and self._visit_steps_path(node):
+            return
+        for name, value in vars(node).items():
+            if name not in _SKIP_ATTRS and value is not None:
+                self.visit(value)
+
+    def _visit_steps_path(self, node: Any) -> bool:
+        parts = list(getattr(node, "steps", None) or [])
+        if parts and _is_root_variable(parts[0]):
+            parts = parts[1:]
+        if not parts or not _is_name(parts[0], "steps"):
+            return False
+        # Stages/predicates on later parts may themselves hold expressions.
+        for part in parts[1:]:
+            for attr in ("stages", "predicate", "group", "expression"):
+                self.visit(getattr(part, attr, None))
+        if len(parts) == 1:
+            self.dynamic.append("steps")
+            return True
+        second = parts[1]
+        if getattr(second, "type", None) == "name" and isinstance(second.value, str):
+            self.refs.add(second.value)
+            names: list[str] = []
+            for part in parts[1:]:
+                if getattr(part, "type", None) != "name" or not isinstance(part.value, str):
+                    break
+                names.append(part.value)
+            self.paths.append(tuple(names))
+        else:
+            self.dynamic.append("steps." + str(getattr(second, "value", "?")))
+        return True
+
+    def _visit_lookup(self, node: Any) -> bool:
+        procedure = getattr(node, "procedure", None)
+        args = list(getattr(node, "arguments", None) or [])
+        if getattr(procedure, "value", None) != "lookup" or len(args) != 2:
+            return False
+        target = args[0]
+        target_parts = list(getattr(target, "steps", None) or [])
+        if target_parts and _is_root_variable(target_parts[0]):
+            target_parts = target_parts[1:]
+        if not (len(target_parts) == 1 and _is_name(target_parts[0], "steps")):
+            return False
+        self.functions.add("lookup")
+        key = args[1]
+        if getattr(key, "type", None) == "string" and isinstance(key.value, str):
+            self.refs.add(key.value)
+            self.paths.append((key.value,))
+        else:
+            self.dynamic.append("$lookup(steps, <computed>)")
+            self.visit(key)
+        return True
+
+
+def _is_name(node: Any, value: str) -> bool:
+    return getattr(node, "type", None) == "name" and getattr(node, "value", None) == value
+
+
+def _is_root_variable(node: Any) -> bool:
+    return getattr(node, "type", None) == "variable" and getattr(node, "value", None) == "$"
+
+
+def _jsonata_message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    position = getattr(exc, "location", None)
+    if isinstance(position, int) and position >= 0:
+        return f"{text} (at character {position})"
+    return text
+
+
+def _refuse(name: str, reason: str) -> Any:
+    def refuse(*_args: Any) -> Any:
+        raise StepError(f"${name}() is not allowed in plans: {reason}")
+
+    return refuse
+
+
+def _instance(expr: Expression, *, reuse: bool) -> Any:
+    compiled = expr._cache[0] if reuse and expr._cache else jsonata.Jsonata(expr.source)
+    compiled.set_output_convert_nulls(False)
+    compiled.register_lambda("eval", _refuse("eval", "plans must be readable before they run"))
+    return compiled
+
+
+def evaluate(
+    expr: Expression,
+    scope: Mapping[str, Any],
+    *,
+    deterministic: bool,
+) -> tuple[bool, Any]:
+    """Evaluate over ``scope``; returns (matched, value) with JSON values only.
+
+    ``deterministic=True`` (workflow code) builds a fresh instance per call and
+    refuses the clock and random functions, so replay sees identical results.
+    """
+    compiled = _instance(expr, reuse=not deterministic)
+    if deterministic:
+        for name in sorted(NONDETERMINISTIC):
+            compiled.register_lambda(
+                name, _refuse(name, "durable plans must replay identically; pass values in args")
+            )
+    try:
+        raw = compiled.evaluate(scope)
+    except StepError:
+        raise
+    except JException as exc:
+        raise StepError(_jsonata_message(exc)) from None
+    except RecursionError:
+        raise StepError("expression recursed too deeply") from None
+    except Exception as exc:
+        inner = exc.__cause__ if isinstance(exc.__cause__, StepError) else None
+        if inner is not None:
+            raise inner from None
+        raise StepError(f"{type(exc).__name__}: {exc}") from None
+    if raw is None:
+        return False, None
+    return True, to_json(raw)
+
+
+def to_json(value: Any) -> Any:
+    """Convert JSONata's sequences and null sentinel back to plain JSON values."""
+    if value is None or isinstance(value, Utils.NullValue):
+        return None
+    if isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, Sequence):
+        return [to_json(v) for v in value]
+    if callable(value):
+        raise StepError("expression produced a function, not a JSON value")
+    raise StepError(f"expression produced a {type(value).__name__}, not a JSON value")
+
+
+def explain_no_match(expr: Expression, scope: Mapping[str, Any]) -> str:
+    """Say where the expression's first broken path stops, listing the keys that exist."""
+    steps = scope.get("steps", {})
+    for path in expr.paths:
+        hint = _walk(steps, path)
+        if hint:
+            return hint
+    present = ", ".join(sorted(steps)) or "none"
+    return f"steps that have results: {present}"
+
+
+def _walk(steps: Mapping[str, Any], path: tuple[str, ...]) -> str | None:
+    current: Any = steps
+    walked = ["steps"]
+    for name in path:
+        if isinstance(current, Mapping):
+            if name not in current:
+                keys = ", ".join(str(k) for k in current) or "no keys"
+                return f"{'.'.join(walked)} has keys {keys}"
+            current = current[name]
+        elif isinstance(current, list):
+            items = [item for item in current if isinstance(item, Mapping)]
+            if not any(name in item for item in items):
+                item_keys = sorted({str(k) for item in items for k in item})
+                listed = ", ".join(item_keys) if item_keys else "no keys"
+                return f"{'.'.join(walked)} is a list whose items have keys {listed}"
+            return None
+        else:
+            kind = "null" if current is None else type(current).__name__
+            return f"{'.'.join(walked)} is a {kind}, not an object"
+        walked.append(name)
+    return None
+
+
+def iter_sources(step_bind: Mapping[str, str], when: str | None) -> Iterator[tuple[str, str]]:
+    """(field, source) pairs of a step's expressions, for checks and error messages."""
+    for name, source in step_bind.items():
+        yield f"bind.{name}", source
+    if when is not None:
+        yield "when", when

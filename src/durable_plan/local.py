@@ -1,0 +1,103 @@
+"""The in-process runner: ``execute_plan(plan, invoker)`` with asyncio.
+
+Used by a plain Strands ``Agent`` and by fast tests. Truly concurrent: every
+ready step starts at once (up to ``max_parallel``), so wall clock tracks the
+critical path. Cancelling ``execute_plan`` cancels the steps still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.engine import PlanRun, StepCall
+from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+
+Invoker = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+async def execute_plan(
+    plan: Plan | Mapping[str, Any] | str,
+    invoker: Invoker,
+    *,
+    catalog: ToolCatalog | Iterable[str] | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    tool_timeouts: Mapping[str, float] | None = None,
+    default_timeout_s: float | None = None,
+) -> PlanResult:
+    """Check ``plan`` completely, then run it with ``invoker(tool_name, args)``.
+
+    Raises ``PlanRejected`` (listing every problem) before any tool runs if the
+    plan is bad. Tool failures, timeouts and bad bindings are step failures in
+    the returned ledger, never exceptions.
+    """
+    checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
+    return await run_checked(
+        checked, invoker, tool_timeouts=tool_timeouts, default_timeout_s=default_timeout_s
+    )
+
+
+async def run_checked(
+    checked: CheckedPlan,
+    invoker: Invoker,
+    *,
+    tool_timeouts: Mapping[str, float] | None = None,
+    default_timeout_s: float | None = None,
+) -> PlanResult:
+    """Run an already-checked plan; see ``execute_plan``."""
+    run = PlanRun(checked)
+    timeouts = dict(tool_timeouts or {})
+    tasks: dict[asyncio.Task[tuple[bool, Any, float]], StepCall] = {}
+
+    def start(calls: list[StepCall]) -> None:
+        for call in calls:
+            timeout = call.timeout_s or timeouts.get(call.tool) or default_timeout_s
+            task = asyncio.create_task(_invoke(invoker, call, timeout), name=call.step_id)
+            tasks[task] = call
+
+    try:
+        start(run.next_calls())
+        while tasks:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: t.get_name()):
+                call = tasks.pop(task)
+                ok, value, duration_ms = task.result()
+                if ok:
+                    run.record_result(call.step_id, value, duration_ms=duration_ms)
+                else:
+                    run.record_failure(call.step_id, value, duration_ms=duration_ms)
+            start(run.next_calls())
+    finally:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return run.result()
+
+
+async def _invoke(
+    invoker: Invoker, call: StepCall, timeout: float | None
+) -> tuple[bool, Any, float]:
+    """(ok, result or error text, duration in ms); only cancellation escapes."""
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            value = await invoker(call.tool, call.args)
+        return True, value, _ms_since(started)
+    except TimeoutError:
+        return False, f"timed out after {timeout:g} s", _ms_since(started)
+    except Exception as exc:
+        return False, describe_exception(exc), _ms_since(started)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """A one-line error the model can read: the class name and the message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0
