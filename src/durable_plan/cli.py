@@ -59,18 +59,17 @@ def run_dev(args: argparse.Namespace) -> int:
         temporal_cli=args.temporal_cli,
     )
     server.start()
-    storage = (
-        args.db_filename
-        if args.db_filename
-        else "in memory (lost on stop; --db-filename PATH keeps it)"
-    )
-    print(f"Temporal dev server: {server.target}  (namespace {server.namespace})", flush=True)
-    if server.ui_url:
-        print(f"Web UI:              {server.ui_url}", flush=True)
-    print(f"Storage:             {storage}", flush=True)
-    print(f"Server log:          {server.log_path}", flush=True)
-    print("Press Ctrl-C to stop.", flush=True)
-    code = server.run_foreground()
+    try:
+        storage = args.db_filename or "in memory (lost on stop; --db-filename PATH keeps it)"
+        print(f"Temporal dev server: {server.target}  (namespace {server.namespace})", flush=True)
+        if server.ui_url:
+            print(f"Web UI:              {server.ui_url}", flush=True)
+        print(f"Storage:             {storage}", flush=True)
+        print(f"Server log:          {server.log_path}", flush=True)
+        print("Press Ctrl-C to stop.", flush=True)
+        code = server.run_foreground()
+    finally:
+        server.stop()
     if code != 0:
         print(f"Temporal dev server exited with code {code}:\n{server.log_tail()}", file=sys.stderr)
         return 1

@@ -288,19 +288,26 @@ class DevServer:
     def start(self) -> Self:
         """Start and block until the server answers; usable inside a running event loop too."""
         self._spawn()
+        # A private loop on another thread: works whether or not the caller runs a loop, and
+        # leaves Ctrl-C to the main thread (asyncio.run would turn it into a cancellation that
+        # the connect call may swallow).
+        pool = ThreadPoolExecutor(1, thread_name_prefix="devserver-start")
         try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            asyncio.run(self._wait_ready())
-        else:
-            # Called from async code: wait in a private loop on another thread.
-            with ThreadPoolExecutor(1) as pool:
-                pool.submit(asyncio.run, self._wait_ready()).result()
+            pool.submit(asyncio.run, self._wait_ready()).result()
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            pool.shutdown(wait=False)
         return self
 
     async def start_async(self) -> Self:
         self._spawn()
-        await self._wait_ready()
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await asyncio.to_thread(self.stop)
+            raise
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -333,15 +340,18 @@ class DevServer:
         def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:
             raise KeyboardInterrupt
 
+        # SIGINT too: a process started in the background (CI, `cmd &`) inherits SIGINT ignored,
+        # and then Ctrl-C / `kill -INT` would do nothing.
+        handlers = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: _on_sigterm}
         in_main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+        previous = {sig: signal.signal(sig, h) for sig, h in handlers.items()} if in_main else {}
         try:
             code = self._proc.wait()
         except KeyboardInterrupt:
             code = 0
         finally:
-            if in_main:
-                signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.stop()
         return code
 

