@@ -50,7 +50,7 @@ def test_nothing_found_anywhere(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.delenv("TEMPORAL_CLI", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-    monkeypatch.setattr(devserver.sysconfig, "get_path", lambda name: str(tmp_path))
+    monkeypatch.setattr("sysconfig.get_path", lambda name: str(tmp_path))
     with pytest.raises(DevServerNotFound) as info:
         devserver.require_temporal_cli()
     message = str(info.value)
