@@ -1,0 +1,132 @@
+"""Tools as Temporal activities: one activity type per tool name.
+
+One type per tool (rather than one generic "call_tool") keeps the history and
+the UI readable and lets each tool have its own timeout, retry policy and task
+queue. The wrapper validates arguments (a bad argument is non-retryable and
+names the parameter), heartbeats while long tools run, returns the raw JSON
+result, and refuses results too large for history before they land there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from durable_plan.engine import as_json
+from durable_plan.errors import StepError
+from durable_plan.local import describe_exception
+from durable_plan.temporal.messages import StepRequest, StepResponse
+from durable_plan.tools import Tool, ToolArgumentError, ToolRegistry
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Where a tool call runs; ``idempotency_key`` is stable across retries."""
+
+    workflow_id: str
+    step_id: str
+    attempt: int
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.workflow_id}/{self.step_id}"
+
+
+_CURRENT: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "durable_plan_step", default=None
+)
+
+
+def current_step() -> StepContext | None:
+    """The step being executed, for tools that pass an idempotency key downstream."""
+    return _CURRENT.get()
+
+
+def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
+    """Build the activity that runs ``tool`` for a plan step."""
+
+    async def run_tool(request: StepRequest) -> StepResponse:
+        info = activity.info()
+        started = time.perf_counter()
+        token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
+
+        def failure(message: str, kind: str, *, retryable: bool) -> ApplicationError:
+            details = {"attempt": info.attempt, "duration_ms": _ms_since(started)}
+            return ApplicationError(message, details, type=kind, non_retryable=not retryable)
+
+        try:
+            async with _heartbeating(info.heartbeat_timeout):
+                raw = await tool.invoke(request.args)
+        except ToolArgumentError as exc:
+            raise failure(str(exc), "BadArgument", retryable=False) from None
+        except ApplicationError:
+            raise
+        except Exception as exc:
+            raise failure(describe_exception(exc), type(exc).__name__, retryable=True) from exc
+        finally:
+            _CURRENT.reset(token)
+        try:
+            value = as_json(raw)
+        except StepError as exc:
+            message = (
+                f"tool '{tool.name}' returned a non-JSON value: {exc}; return dicts, lists, "
+                "strings, numbers, booleans or null"
+            )
+            raise failure(message, "NonJsonResult", retryable=False) from None
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        if size > request.max_result_bytes:
+            message = (
+                f"step '{request.step_id}': the result of tool '{tool.name}' is "
+                f"{_kib(size)}, over the {_kib(request.max_result_bytes)} limit for results "
+                "kept in history; make the tool return less (or a reference to stored data)"
+            )
+            raise failure(message, "ResultTooLarge", retryable=False)
+        return StepResponse(result=value, attempt=info.attempt, duration_ms=_ms_since(started))
+
+    run_tool.__name__ = f"tool_{tool.name}"
+    run_tool.__qualname__ = run_tool.__name__
+    return activity.defn(name=tool.name)(run_tool)
+
+
+def registry_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:
+    """Every tool's activity: wrappers for functions, existing activities as they are."""
+    return [t.target if t.kind == "activity" else tool_activity(t) for t in registry]
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(timeout: Any) -> AsyncIterator[None]:
+    """Heartbeat while the tool runs, so a crashed worker is noticed within the timeout."""
+    if not timeout:
+        yield
+        return
+    interval = max(timeout.total_seconds() / 3, 0.05)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000.0, 3)
+
+
+def _kib(size: int) -> str:
+    return f"{size / 1024:.0f} KiB"

@@ -1,0 +1,124 @@
+"""Starting plans from outside a workflow: ``start_plan`` / ``run_plan``.
+
+The plan is checked here first, so a bad plan fails in the caller and starts
+no workflow. Results come back as the same ``PlanResult`` the in-process
+runner returns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+
+from durable_plan.check import ToolCatalog, ToolSpec, check_plan
+from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.temporal.messages import DEFAULT_MAX_RESULT_BYTES, ApprovalDecision, PlanInput
+from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
+from durable_plan.tools import ToolOptions, ToolRegistry
+
+
+class PlanFailed(RuntimeError):
+    """The plan workflow itself failed (not a step: the plan as a whole)."""
+
+
+def tool_table(registry: ToolRegistry | Mapping[str, ToolOptions]) -> dict[str, dict[str, Any]]:
+    """Per-tool durable options as plain dicts, the form ``PlanInput`` carries."""
+    options = registry.options() if isinstance(registry, ToolRegistry) else dict(registry)
+    return {name: asdict(opts) for name, opts in options.items()}
+
+
+def plan_input(
+    plan: Plan | Mapping[str, Any] | str,
+    registry: ToolRegistry | Mapping[str, ToolOptions],
+    *,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    **extra: Any,
+) -> PlanInput:
+    """Check ``plan`` against the tools (raises ``PlanRejected``) and build the workflow input."""
+    tools = tool_table(registry)
+    catalog = ToolCatalog({n: ToolSpec(n, o.get("input_schema")) for n, o in tools.items()})
+    checked = check_plan(plan, catalog=catalog, max_steps=max_steps, durable=True)
+    return PlanInput(
+        plan=checked.plan.model_dump(mode="json", exclude_defaults=True),
+        tools=tools,
+        max_steps=max_steps,
+        max_result_bytes=max_result_bytes,
+        **extra,
+    )
+
+
+@dataclass
+class PlanHandle:
+    """A started plan: wait for its result, read its progress, approve its gated steps."""
+
+    handle: WorkflowHandle[Any, Any]
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+    async def result(self) -> PlanResult:
+        try:
+            raw = await self.handle.result()
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            raise PlanFailed(message) from exc
+        result = PlanResult.model_validate(raw)
+        # The data converter may sort keys; give results back in plan order.
+        order = [o.id for o in result.ledger if o.id in result.returned]
+        return result.model_copy(update={"returned": {k: result.returned[k] for k in order}})
+
+    async def progress(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self.handle.query("progress")
+        return result
+
+    async def decide(self, step_id: str, approved: bool, reason: str = "") -> str:
+        """Approve or reject a step that is awaiting approval."""
+        result: str = await self.handle.execute_update(
+            "decide_step", ApprovalDecision(step_id, approved, reason)
+        )
+        return result
+
+
+async def start_plan(
+    client: Client,
+    plan: Plan | Mapping[str, Any] | str,
+    *,
+    task_queue: str,
+    registry: ToolRegistry | Mapping[str, ToolOptions],
+    workflow_id: str | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    **extra: Any,
+) -> PlanHandle:
+    """Check, then start ``PlanWorkflow``; returns at once with a handle."""
+    request = plan_input(
+        plan, registry, max_steps=max_steps, max_result_bytes=max_result_bytes, **extra
+    )
+    handle = await client.start_workflow(
+        PLAN_WORKFLOW_NAME,
+        request,
+        id=workflow_id or f"plan-{uuid.uuid4()}",
+        task_queue=task_queue,
+    )
+    return PlanHandle(handle)
+
+
+async def run_plan(
+    client: Client,
+    plan: Plan | Mapping[str, Any] | str,
+    *,
+    task_queue: str,
+    registry: ToolRegistry | Mapping[str, ToolOptions],
+    **kwargs: Any,
+) -> PlanResult:
+    """Start a plan and wait for its ``PlanResult``."""
+    handle = await start_plan(client, plan, task_queue=task_queue, registry=registry, **kwargs)
+    return await handle.result()

@@ -1,0 +1,60 @@
+"""Plain data that crosses the workflow/activity boundary.
+
+Dataclasses with JSON-typed fields only, so they round-trip through both the
+default data converter and the pydantic converter that the Strands plugin
+installs: a plan started from a Strands workflow and one started from a plain
+client travel the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_MAX_RESULT_BYTES = 256 * 1024
+DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
+
+
+@dataclass
+class StepRequest:
+    """What a tool activity receives: the step's arguments plus where it runs."""
+
+    step_id: str
+    args: dict[str, Any]
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+
+
+@dataclass
+class StepResponse:
+    """A tool's raw JSON result, with the attempt that produced it."""
+
+    result: Any
+    attempt: int
+    duration_ms: float
+
+
+@dataclass
+class PlanInput:
+    """Everything ``PlanWorkflow`` needs; the tool table travels with the plan.
+
+    ``tools`` maps a tool name to its durable options (``ToolOptions`` as a
+    dict): the workflow checks the plan against it and takes timeouts, retries
+    and approval gates from it, so it never reads worker-local state.
+    """
+
+    plan: dict[str, Any]
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_steps: int = 32
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    max_returned_bytes: int = DEFAULT_MAX_RETURNED_BYTES
+    retry_initial_interval_s: float = 0.5
+    task_queue: str | None = None
+
+
+@dataclass
+class ApprovalDecision:
+    """A person's answer to a gated step."""
+
+    step_id: str
+    approved: bool
+    reason: str = ""

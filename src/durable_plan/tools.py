@@ -1,0 +1,268 @@
+"""The tool registry: one place that knows every tool a plan may call.
+
+Tools arrive in several shapes: Strands ``@tool`` functions, other Strands
+``AgentTool``s, plain Python functions, and existing Temporal activities. The
+registry gives them one face: a name, an input schema (which the checker uses
+to reject bad arguments before anything runs), per-tool defaults for durable
+runs (timeout, retries, heartbeat, approval), and ``invoke(args)`` returning the
+raw JSON result so later bindings can address its fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import inspect
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from strands import tool as strands_tool
+from strands.tools.decorator import DecoratedFunctionTool
+from strands.types.tools import AgentTool
+
+from durable_plan.check import ToolCatalog, ToolSpec
+
+ToolKind = Literal["function", "agent_tool", "activity"]
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_RETRIES = 2
+APPROVAL_REFUSAL = "it requires human approval"
+
+
+class ToolArgumentError(ValueError):
+    """The arguments do not fit the tool's signature; retrying cannot help."""
+
+
+class ToolFailed(RuntimeError):
+    """A Strands tool reported status "error"; the message is the tool's own text."""
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """Per-tool defaults for durable runs; plain data so it can travel in workflow input."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    heartbeat_timeout_s: float | None = None
+    requires_approval: bool = False
+    input_schema: dict[str, Any] | None = None
+    kind: ToolKind = "function"
+    params: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A registered tool: how to call it and how to run it durably."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    kind: ToolKind
+    target: Any
+    options: ToolOptions
+
+    async def invoke(self, args: Mapping[str, Any]) -> Any:
+        """Validate ``args``, call the tool, and return its raw (JSON) result."""
+        if self.kind == "agent_tool":
+            return await _stream_agent_tool(self.target, self.name, dict(args))
+        func, validated = self._prepare(args)
+        if inspect.iscoroutinefunction(func):
+            return await func(**validated)
+        result = await asyncio.to_thread(func, **validated)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def _prepare(self, args: Mapping[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        if self.kind == "activity":
+            _check_names(self.name, args, self.options.params)
+            return self.target, dict(args)
+        decorated: DecoratedFunctionTool[Any, Any] = self.target
+        _check_names(self.name, args, list(self.input_schema.get("properties", {})))
+        try:
+            validated = decorated._metadata.validate_input(dict(args))
+        except ValueError as exc:
+            raise ToolArgumentError(_argument_message(self.name, exc)) from None
+        return decorated._tool_func, validated
+
+
+class ToolRegistry:
+    """Name -> Tool, plus the views the checker, runners and Strands need."""
+
+    def __init__(self, tools: Iterable[Any] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(
+        self,
+        obj: Any,
+        *,
+        name: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        heartbeat_timeout_s: float | None = None,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """Register a Strands tool, a plain function, or a Temporal activity."""
+        tool = _to_tool(obj, name)
+        options = replace(
+            tool.options,
+            timeout_s=timeout_s if timeout_s is not None else tool.options.timeout_s,
+            retries=retries if retries is not None else tool.options.retries,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            requires_approval=requires_approval,
+        )
+        tool = replace(tool, options=options)
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise KeyError(f"no tool named {name!r}; registered: {sorted(self._tools)}") from None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def catalog(self, plannable: Sequence[str] = ("*",)) -> ToolCatalog:
+        """What the checker may accept: plannable patterns applied, approval-gated refused."""
+        specs = []
+        for tool in self._tools.values():
+            refused = None
+            if not matches_patterns(tool.name, plannable):
+                refused = "it is excluded from plans by the plannable setting"
+            elif tool.options.requires_approval:
+                refused = APPROVAL_REFUSAL
+            specs.append(ToolSpec(tool.name, tool.input_schema, refused))
+        return ToolCatalog({s.name: s for s in specs})
+
+    def options(self) -> dict[str, ToolOptions]:
+        """Per-tool durable defaults, as plain data for workflow input."""
+        return {
+            name: replace(t.options, input_schema=t.input_schema) for name, t in self._tools.items()
+        }
+
+    async def invoke(self, name: str, args: dict[str, Any]) -> Any:
+        """An ``Invoker`` for the in-process runner."""
+        return await self.get(name).invoke(args)
+
+
+def matches_patterns(name: str, patterns: Sequence[str]) -> bool:
+    """``["*", "!delete_*"]``: later patterns win; ``!`` excludes; ``*`` wildcards anywhere."""
+    allowed = False
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        body = pattern[1:] if negate else pattern
+        if fnmatch.fnmatchcase(name, body):
+            allowed = not negate
+    return allowed
+
+
+def _to_tool(obj: Any, name: str | None) -> Tool:
+    defn = getattr(obj, "__temporal_activity_definition", None)
+    if defn is not None:
+        func = obj
+        decorated = strands_tool(func)
+        schema = decorated.tool_spec["inputSchema"]["json"]
+        params = list(inspect.signature(func).parameters)
+        return Tool(
+            name=name or defn.name,
+            description=decorated.tool_spec.get("description", ""),
+            input_schema=schema,
+            kind="activity",
+            target=func,
+            options=ToolOptions(kind="activity", params=params),
+        )
+    if isinstance(obj, DecoratedFunctionTool) and obj._metadata._context_param is None:
+        decorated = obj
+    elif isinstance(obj, AgentTool):
+        spec = obj.tool_spec
+        return Tool(
+            name=name or obj.tool_name,
+            description=spec.get("description", ""),
+            input_schema=dict(spec["inputSchema"].get("json", {})),
+            kind="agent_tool",
+            target=obj,
+            options=ToolOptions(kind="agent_tool"),
+        )
+    elif callable(obj):
+        decorated = strands_tool(obj)
+    else:
+        raise TypeError(f"cannot register {obj!r} as a tool: pass a function or a Strands tool")
+    spec = decorated.tool_spec
+    return Tool(
+        name=name or decorated.tool_name,
+        description=spec.get("description", ""),
+        input_schema=dict(spec["inputSchema"]["json"]),
+        kind="function",
+        target=decorated,
+        options=ToolOptions(kind="function"),
+    )
+
+
+def _check_names(tool: str, args: Mapping[str, Any], params: list[str]) -> None:
+    unknown = sorted(set(args) - set(params))
+    if unknown:
+        raise ToolArgumentError(
+            f"tool '{tool}' has no argument '{unknown[0]}'; its arguments are: "
+            f"{', '.join(params) or 'none'}"
+        )
+
+
+def _argument_message(tool: str, exc: ValueError) -> str:
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "?"
+            parts.append(f"argument '{loc}': {err.get('msg')}")
+        if parts:
+            return f"tool '{tool}' got bad arguments: " + "; ".join(parts)
+    return f"tool '{tool}' got bad arguments: {exc}"
+
+
+async def _stream_agent_tool(agent_tool: AgentTool, name: str, args: dict[str, Any]) -> Any:
+    tool_use = {"toolUseId": f"plan-{name}", "name": name, "input": args}
+    last: Any = None
+    async for event in agent_tool.stream(tool_use, {}):  # type: ignore[arg-type]
+        last = event
+    result = getattr(last, "tool_result", last)
+    return unwrap_tool_result(result)
+
+
+def unwrap_tool_result(result: Any) -> Any:
+    """Strands ToolResult -> raw JSON: a json block as is, text parsed as JSON when it is."""
+    if not (isinstance(result, Mapping) and "content" in result):
+        return result
+    values = []
+    for block in result.get("content") or []:
+        if "json" in block:
+            values.append(block["json"])
+        elif "text" in block:
+            text = block["text"]
+            try:
+                values.append(json.loads(text))
+            except (TypeError, ValueError):
+                values.append(text)
+    if result.get("status") == "error":
+        raise ToolFailed("; ".join(str(v) for v in values) or "tool reported an error")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
