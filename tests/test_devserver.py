@@ -160,8 +160,13 @@ async def test_cli_dev_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=15) == 0, log.read_text()
     finally:
+        # SIGTERM first: a SIGKILLed CLI cannot stop its server, which would outlive the test.
         if proc.poll() is None:
-            proc.kill()
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
     text = log.read_text()
     assert f"127.0.0.1:{port}" in text and f"http://127.0.0.1:{ui_port}" in text
     assert "Stopped." in text and "Traceback" not in text
