@@ -30,6 +30,7 @@ ALWAYS_FORBIDDEN = frozenset({"eval"})
 NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
 
 _SKIP_ATTRS = frozenset({"_outer_instance", "outer", "seeking_parent", "tuple", "focus", "token"})
+_RELATIVE_ATTRS = frozenset({"stages", "predicate", "group"})
 
 
 class ExpressionSyntaxError(ValueError):
@@ -74,7 +75,13 @@ def parse(source: str) -> Expression:
 
 
 class _Analysis:
-    """Walks the AST once, collecting step references and function names."""
+    """Walks the AST once, collecting step references and function names.
+
+    ``_relative`` counts how deep the walk is inside path steps after the first
+    and inside filters, where the context is no longer the root: there, ``$``,
+    ``*`` and ``**`` read the current item, not ``{"steps": ...}``. At the root
+    they (and ``$$`` anywhere) read steps the checker cannot name.
+    """
 
     def __init__(self) -> None:
         self.refs: set[str] = set()
@@ -82,6 +89,7 @@ class _Analysis:
         self.paths: list[tuple[str, ...]] = []
         self.functions: set[str] = set()
         self._seen: set[int] = set()
+        self._relative = 0
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -94,26 +102,57 @@ class _Analysis:
             return
         self._seen.add(id(node))
         kind = getattr(node, "type", None)
-        if kind == "variable" and isinstance(getattr(node, "value", None), str):
-            self.functions.add(node.value)
+        value = getattr(node, "value", None)
+        if kind == "variable" and isinstance(value, str):
+            if value == "$":
+                self.dynamic.append("$$")
+            elif value == "":
+                if not self._relative:
+                    self.dynamic.append("$")
+            else:
+                self.functions.add(value)
+        elif kind in ("wildcard", "descendant") and not self._relative:
+            self.dynamic.append(str(value))
         if kind == "function" and self._visit_lookup(node):
             return
-        if kind == "path" and self._visit_steps_path(node):
+        if kind == "path":
+            if not self._visit_steps_path(node):
+                self._visit_path(node)
             return
-        for name, value in vars(node).items():
-            if name not in _SKIP_ATTRS and value is not None:
-                self.visit(value)
+        for name, child in vars(node).items():
+            if name in _SKIP_ATTRS or child is None:
+                continue
+            if name in _RELATIVE_ATTRS:
+                self._visit_relative(child)
+            else:
+                self.visit(child)
+
+    def _visit_relative(self, node: Any) -> None:
+        self._relative += 1
+        try:
+            self.visit(node)
+        finally:
+            self._relative -= 1
+
+    def _visit_path(self, node: Any) -> None:
+        """A path not rooted at ``steps``: its head reads the current context, the rest do not."""
+        parts = list(getattr(node, "steps", None) or [])
+        if parts:
+            self.visit(parts[0])
+        self._visit_relative(parts[1:])
+        for name, child in vars(node).items():
+            if name not in _SKIP_ATTRS and name != "steps" and child is not None:
+                self._visit_relative(child)
 
     def _visit_steps_path(self, node: Any) -> bool:
         parts = list(getattr(node, "steps", None) or [])
-        if parts and _is_root_variable(parts[0]):
+        if parts and self._is_root(parts[0]):
             parts = parts[1:]
         if not parts or not _is_name(parts[0], "steps"):
             return False
-        # Stages/predicates on later parts may themselves hold expressions.
-        for part in parts[1:]:
-            for attr in ("stages", "predicate", "group", "expression"):
-                self.visit(getattr(part, attr, None))
+        # Stages/predicates and later parts may themselves hold expressions.
+        self._visit_relative(getattr(parts[0], "stages", None))
+        self._visit_relative(parts[1:])
         if len(parts) == 1:
             self.dynamic.append("steps")
             return True
@@ -130,6 +169,13 @@ class _Analysis:
             self.dynamic.append("steps." + str(getattr(second, "value", "?")))
         return True
 
+    def _is_root(self, node: Any) -> bool:
+        """``$$`` anywhere, or ``$`` where the context is still the root."""
+        if getattr(node, "type", None) != "variable":
+            return False
+        value = getattr(node, "value", None)
+        return value == "$" or (value == "" and not self._relative)
+
     def _visit_lookup(self, node: Any) -> bool:
         procedure = getattr(node, "procedure", None)
         args = list(getattr(node, "arguments", None) or [])
@@ -137,7 +183,7 @@ class _Analysis:
             return False
         target = args[0]
         target_parts = list(getattr(target, "steps", None) or [])
-        if target_parts and _is_root_variable(target_parts[0]):
+        if target_parts and self._is_root(target_parts[0]):
             target_parts = target_parts[1:]
         if not (len(target_parts) == 1 and _is_name(target_parts[0], "steps")):
             return False
@@ -154,10 +200,6 @@ class _Analysis:
 
 def _is_name(node: Any, value: str) -> bool:
     return getattr(node, "type", None) == "name" and getattr(node, "value", None) == value
-
-
-def _is_root_variable(node: Any) -> bool:
-    return getattr(node, "type", None) == "variable" and getattr(node, "value", None) == "$"
 
 
 def _jsonata_message(exc: BaseException) -> str:
@@ -265,7 +307,8 @@ def _walk(steps: Mapping[str, Any], path: tuple[str, ...]) -> str | None:
             return None
         else:
             kind = "null" if current is None else type(current).__name__
-            return f"{'.'.join(walked)} is a {kind}, not an object"
+            article = "an" if kind[0] in "aeiou" else "a"
+            return f"{'.'.join(walked)} is {article} {kind}, not an object"
         walked.append(name)
     return None
 
