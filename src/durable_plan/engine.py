@@ -77,6 +77,8 @@ class PlanRun:
         calls: list[StepCall] = []
         while True:
             ready = self._scheduler.get_ready()
+            # get_ready() may itself prune or skip steps whose inputs all ended.
+            self._absorb_scheduler_decisions()
             if not ready:
                 break
             for sid in ready:
@@ -253,7 +255,8 @@ def as_json(value: Any, *, _depth: int = 0) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [as_json(item, _depth=_depth + 1) for item in value]
-    raise StepError(f"a {type(value).__name__} is not JSON")
+    kind = type(value).__name__
+    raise StepError(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} is not JSON")
 
 
 def _brief(value: Any) -> str:
