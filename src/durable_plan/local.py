@@ -83,12 +83,16 @@ async def _invoke(
 ) -> tuple[bool, Any, float]:
     """(ok, result or error text, duration in ms); only cancellation escapes."""
     started = time.perf_counter()
+    deadline = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with deadline:
             value = await invoker(call.tool, call.args)
         return True, value, _ms_since(started)
-    except TimeoutError:
-        return False, f"timed out after {timeout:g} s", _ms_since(started)
+    except TimeoutError as exc:
+        if timeout is not None and deadline.expired():
+            return False, f"timed out after {timeout:g} s", _ms_since(started)
+        # The tool's own TimeoutError (a socket, a client): an ordinary failure.
+        return False, describe_exception(exc), _ms_since(started)
     except Exception as exc:
         return False, describe_exception(exc), _ms_since(started)
 
