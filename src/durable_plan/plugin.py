@@ -1,0 +1,273 @@
+"""``WorkflowPlanPlugin``: gives a Strands agent the ``submit_workflow_plan`` tool.
+
+One plugin, two runners (as pydantic-ai does for its agents): on a plain
+``strands.Agent`` the plan runs in-process and truly concurrently; inside a
+``TemporalAgent`` (the tool body then runs in workflow code) the plan is checked
+in the parent, so a bad plan costs no child workflow, and then runs durably as
+a ``PlanWorkflow`` child with the readable id ``<parent id>/plan/<toolUseId>``.
+
+Approval gates are never bypassed. On a plain agent a gated tool is refused at
+check time ("call it directly"); in a durable plan the gated step pauses its
+workflow until a person approves or rejects it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from strands import Agent
+from strands.hooks import AfterToolsEvent
+from strands.plugins import Plugin
+from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+from temporalio import workflow
+
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check import ToolSpec as CatalogSpec
+from durable_plan.errors import PlanRejected
+from durable_plan.local import run_checked
+from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
+from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
+from durable_plan.summary import failure_text, result_for_model
+from durable_plan.tools import APPROVAL_REFUSAL, ToolRegistry, matches_patterns
+
+PLUGIN_NAME = "durable-plan"
+
+
+class WorkflowPlanPlugin(Plugin):
+    """Adds ``submit_workflow_plan`` to an ``Agent`` or a ``TemporalAgent``.
+
+    Args:
+        plannable: tool-name patterns that may appear in plans, e.g. ``["*",
+            "!delete_files"]`` (later patterns win, ``*`` matches anywhere). Required
+            when the agent has interventions, so a human approval is never skipped.
+        max_steps: the step limit per plan.
+        honor_final: end the turn with a final plan's results, without another model
+            call (default). ``False`` asks the model once more, for prose.
+        registry: the tools as a ``ToolRegistry``; required inside a ``TemporalAgent``,
+            where plan steps run as the registry's activities. On a plain agent the
+            agent's own tools are used when it is omitted.
+        task_queue: task queue of the plan workflow and its activities (default: the
+            parent workflow's).
+        approval_required: tool-name patterns that need a person's approval.
+    """
+
+    name = PLUGIN_NAME
+
+    def __init__(
+        self,
+        plannable: Sequence[str] | None = None,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        honor_final: bool = True,
+        registry: ToolRegistry | None = None,
+        task_queue: str | None = None,
+        approval_required: Sequence[str] = (),
+        max_result_bytes: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.plannable = list(plannable) if plannable is not None else None
+        self.max_steps = max_steps
+        self.honor_final = honor_final
+        self.registry = registry
+        self.task_queue = task_queue
+        self.approval_required = list(approval_required)
+        self.max_result_bytes = max_result_bytes
+        self._final_answers: dict[str, str] = {}
+        self._gate_patterns: list[str] = []
+
+    # -- Strands plugin protocol ---------------------------------------------
+
+    def init_agent(self, agent: Agent) -> None:
+        handlers = list(getattr(getattr(agent, "_intervention_registry", None), "handlers", []))
+        if handlers and self.plannable is None:
+            names = ", ".join(getattr(h, "name", type(h).__name__) for h in handlers)
+            raise ValueError(
+                f"this agent has interventions ({names}): pass WorkflowPlanPlugin(plannable=[...]) "
+                'naming the tools that are safe to batch, e.g. ["*", "!delete_files"], so a '
+                "human approval is never skipped silently"
+            )
+        self._gate_patterns = _gated_patterns(handlers)
+        agent.tool_registry.register_tool(PlanTool(self))
+        agent.hooks.add_callback(AfterToolsEvent, self._end_turn_with_final_plan)
+
+    def _end_turn_with_final_plan(self, event: AfterToolsEvent) -> None:
+        """A final plan whose steps all ran ends the turn with its results as the answer."""
+        results = [b["toolResult"] for b in event.message["content"] if "toolResult" in b]
+        answers = [self._final_answers.pop(r["toolUseId"], None) for r in results]
+        if results and all(a is not None for a in answers):
+            event.end_turn = "\n".join(a for a in answers if a is not None)
+
+    # -- the tool body --------------------------------------------------------
+
+    async def submit(self, tool_use: ToolUse, agent: Any) -> ToolResult:
+        """Check and run one submitted plan; never raises (errors are values for the model)."""
+        tool_use_id = tool_use["toolUseId"]
+        durable = workflow.in_workflow()
+        try:
+            registry = self._registry_for(agent, durable)
+            catalog = self.catalog(registry, durable=durable)
+            checked = _check(tool_use["input"], catalog, self.max_steps, durable)
+            if durable:
+                result = await self._run_child(checked, registry, tool_use_id)
+            else:
+                result = await run_checked(checked, registry.invoke)
+        except PlanRejected as exc:
+            return _error(tool_use_id, str(exc))
+        except _PlanFailed as exc:
+            return _error(tool_use_id, f"The plan failed as a whole: {exc}")
+        if not result.ok:
+            report = result_for_model(result)
+            return {
+                "toolUseId": tool_use_id,
+                "status": "error",
+                "content": [{"text": failure_text(result)}, {"json": report}],
+            }
+        if result.final and self.honor_final:
+            self._final_answers[tool_use_id] = json.dumps(result.returned)
+        return {
+            "toolUseId": tool_use_id,
+            "status": "success",
+            "content": [{"json": result_for_model(result)}],
+        }
+
+    def catalog(self, registry: ToolRegistry, *, durable: bool) -> ToolCatalog:
+        """Plannable tools; gated ones are refused in-process and allowed (paused) durably."""
+        specs = {}
+        for spec in registry.catalog(self.plannable or ["*"]).tools.values():
+            if spec.name == PLAN_TOOL_NAME:
+                continue
+            refused = spec.refused
+            if refused is None and self.is_gated(spec.name, registry) and not durable:
+                refused = APPROVAL_REFUSAL
+            if refused == APPROVAL_REFUSAL and durable:
+                refused = None
+            specs[spec.name] = CatalogSpec(spec.name, spec.input_schema, refused)
+        return ToolCatalog(specs)
+
+    def is_gated(self, name: str, registry: ToolRegistry) -> bool:
+        """True when a person must approve each call of this tool."""
+        if name in registry and registry.get(name).options.requires_approval:
+            return True
+        patterns = self.approval_required + self._gate_patterns
+        return bool(patterns) and matches_patterns(name, patterns)
+
+    # -- internals ------------------------------------------------------------
+
+    def _registry_for(self, agent: Any, durable: bool) -> ToolRegistry:
+        if self.registry is not None:
+            return self.registry
+        if durable:
+            raise _PlanFailed(
+                "inside a workflow, WorkflowPlanPlugin needs registry=ToolRegistry([...]) so plan "
+                "steps can run as activities"
+            )
+        tools = [t for name, t in agent.tool_registry.registry.items() if name != PLAN_TOOL_NAME]
+        return ToolRegistry(tools)
+
+    async def _run_child(
+        self, checked: CheckedPlan, registry: ToolRegistry, tool_use_id: str
+    ) -> PlanResult:
+        from temporalio.exceptions import ApplicationError, ChildWorkflowError
+
+        from durable_plan.temporal.client import tool_table
+        from durable_plan.temporal.messages import PlanInput
+        from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
+
+        tools = tool_table(registry)
+        for name, options in tools.items():
+            options["requires_approval"] = self.is_gated(name, registry)
+        request = PlanInput(
+            plan=checked.plan.model_dump(mode="json", exclude_defaults=True),
+            tools=tools,
+            max_steps=self.max_steps,
+            task_queue=self.task_queue,
+        )
+        if self.max_result_bytes is not None:
+            request.max_result_bytes = self.max_result_bytes
+        parent = workflow.info()
+        try:
+            raw = await workflow.execute_child_workflow(
+                PLAN_WORKFLOW_NAME,
+                request,
+                id=f"{parent.workflow_id}/plan/{tool_use_id}",
+                task_queue=self.task_queue or parent.task_queue,
+                result_type=dict,
+            )
+        except ChildWorkflowError as exc:
+            cause = exc.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            raise _PlanFailed(message) from None
+        return PlanResult.model_validate(raw)
+
+
+class PlanTool(AgentTool):
+    """The ``submit_workflow_plan`` tool, with an explicit schema and teaching description."""
+
+    def __init__(self, plugin: WorkflowPlanPlugin) -> None:
+        super().__init__()
+        self._plugin = plugin
+        self._spec: ToolSpec | None = None
+
+    @property
+    def tool_name(self) -> str:
+        return PLAN_TOOL_NAME
+
+    @property
+    def tool_type(self) -> str:
+        return "plan"
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        if self._spec is None:
+            plannable = None
+            if self._plugin.registry is not None:
+                plannable = self._plugin.catalog(self._plugin.registry, durable=False).plannable
+            self._spec = {
+                "name": PLAN_TOOL_NAME,
+                "description": plan_tool_description(plannable, self._plugin.max_steps),
+                "inputSchema": {"json": plan_input_schema()},
+            }
+        return self._spec
+
+    async def stream(
+        self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
+    ) -> ToolGenerator:
+        yield await self._plugin.submit(tool_use, invocation_state.get("agent"))
+
+
+class _PlanFailed(Exception):
+    """The plan as a whole failed (child workflow failure, misconfiguration)."""
+
+
+def _check(raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool) -> CheckedPlan:
+    if not durable:
+        return check_plan(raw, catalog=catalog, max_steps=max_steps)
+    # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
+    with workflow.unsafe.imports_passed_through():
+        return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True)
+
+
+def _gated_patterns(handlers: Sequence[Any]) -> list[str]:
+    """Tool patterns behind an approval gate, as far as the interventions reveal them.
+
+    Strands decides approval per call and has no public "which tools are gated"
+    API. ``HumanInTheLoop`` keeps an allow-list: everything else is gated. Any
+    other handler might gate any tool, so every tool counts as gated unless the
+    user's ``plannable`` patterns say otherwise (checked in ``init_agent``).
+    """
+    patterns: list[str] = []
+    for handler in handlers:
+        allowed = getattr(handler, "_allowed_tools", None)
+        if isinstance(allowed, set | frozenset | list):
+            free = sorted(str(a) for a in allowed)
+            if "*" in free:
+                patterns += [p[1:] for p in free if p.startswith("!")]
+            else:
+                patterns += ["*", *(f"!{p}" for p in free if not p.startswith("!"))]
+    return patterns
+
+
+def _error(tool_use_id: str, text: str) -> ToolResult:
+    return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}

@@ -1,0 +1,88 @@
+"""The registry's tools as Strands tools, for calls the model makes directly.
+
+Inside a workflow each call runs the tool's activity (the same activity a plan
+step uses, so one worker registration serves both); outside a workflow the
+tool runs in-process. Results go back as JSON blocks, so the model sees exactly
+the shape a plan binding would address.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from durable_plan.local import describe_exception
+from durable_plan.temporal.messages import StepRequest, StepResponse
+from durable_plan.tools import Tool, ToolRegistry
+
+
+class DurableTool(AgentTool):
+    """One registry tool exposed to the model; an activity when called from a workflow."""
+
+    def __init__(self, tool: Tool, task_queue: str | None = None) -> None:
+        super().__init__()
+        self._tool = tool
+        self._task_queue = task_queue
+
+    @property
+    def tool_name(self) -> str:
+        return self._tool.name
+
+    @property
+    def tool_type(self) -> str:
+        return "durable_plan"
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        return {
+            "name": self._tool.name,
+            "description": self._tool.description or self._tool.name,
+            "inputSchema": {"json": self._tool.input_schema},
+        }
+
+    async def stream(
+        self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
+    ) -> ToolGenerator:
+        yield await self._call(tool_use)
+
+    async def _call(self, tool_use: ToolUse) -> ToolResult:
+        tool_use_id = tool_use["toolUseId"]
+        args = dict(tool_use.get("input") or {})
+        try:
+            if workflow.in_workflow():
+                value = await self._run_activity(tool_use_id, args)
+            else:
+                value = await self._tool.invoke(args)
+        except ActivityError as exc:
+            cause = exc.cause
+            text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+        except Exception as exc:
+            text = describe_exception(exc)
+            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+
+    async def _run_activity(self, tool_use_id: str, args: dict[str, Any]) -> Any:
+        options = self._tool.options
+        heartbeat = options.heartbeat_timeout_s
+        response: StepResponse = await workflow.execute_activity(
+            self._tool.name,
+            StepRequest(step_id=f"direct/{tool_use_id}", args=args),
+            result_type=StepResponse,
+            start_to_close_timeout=timedelta(seconds=options.timeout_s),
+            heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
+            retry_policy=RetryPolicy(maximum_attempts=options.retries + 1),
+            task_queue=self._task_queue,
+            summary=f"direct: {self._tool.name}",
+        )
+        return response.result
+
+
+def durable_tools(registry: ToolRegistry, *, task_queue: str | None = None) -> list[AgentTool]:
+    """Every tool of ``registry`` as a Strands tool (activities inside workflows)."""
+    return [DurableTool(tool, task_queue) for tool in registry]
