@@ -103,6 +103,8 @@ class _Checker:
         self.max_steps = max_steps
         self.durable = durable
         self.problems: list[Problem] = []
+        # step id -> dependency id -> the field that creates the edge (for cycle reports)
+        self.edge_fields: dict[str, dict[str, str]] = {}
 
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
         self.problems.append(Problem(code, message, fix, step, fld))
@@ -325,6 +327,7 @@ class _Checker:
         when: Expression | None = None
         deps: set[str] = set()
         dynamic_fields: list[str] = []
+        edge_fields = self.edge_fields.setdefault(step.id, {})
         for fld, source in expressions.iter_sources(step.bind, step.when):
             try:
                 expr = expressions.parse(source)
@@ -357,6 +360,7 @@ class _Checker:
                     )
                 else:
                     deps.add(ref)
+                    edge_fields.setdefault(ref, fld)
             if expr.is_dynamic:
                 dynamic_fields.append(f"{fld} ({', '.join(expr.dynamic)})")
             if fld == "when":
@@ -382,6 +386,7 @@ class _Checker:
                 )
             else:
                 deps.add(ref)
+                edge_fields.setdefault(ref, "after")
         if dynamic_fields and not step.after:
             self.add(
                 "dynamic_reference",
@@ -422,7 +427,7 @@ class _Checker:
                 f"dependency cycle {path} (each step waits for the next)",
                 "remove one of these dependencies",
                 cycle[0],
-                "bind",
+                self.edge_fields.get(cycle[0], {}).get(cycle[1 % len(cycle)], "bind"),
             )
 
 
