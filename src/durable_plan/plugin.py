@@ -22,6 +22,7 @@ from strands.hooks import AfterToolsEvent
 from strands.plugins import Plugin
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check import ToolSpec as CatalogSpec
@@ -30,6 +31,9 @@ from durable_plan.local import run_checked
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
+from durable_plan.temporal.client import tool_table
+from durable_plan.temporal.messages import PlanInput
+from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import APPROVAL_REFUSAL, ToolRegistry, matches_patterns
 
 PLUGIN_NAME = "durable-plan"
@@ -75,6 +79,7 @@ class WorkflowPlanPlugin(Plugin):
         self.approval_required = list(approval_required)
         self.max_result_bytes = max_result_bytes
         self._final_answers: dict[str, str] = {}
+        self.results: list[PlanResult] = []
         self._gate_patterns: list[str] = []
 
     # -- Strands plugin protocol ---------------------------------------------
@@ -117,6 +122,7 @@ class WorkflowPlanPlugin(Plugin):
             return _error(tool_use_id, str(exc))
         except _PlanFailed as exc:
             return _error(tool_use_id, f"The plan failed as a whole: {exc}")
+        self.results.append(result)
         if not result.ok:
             report = result_for_model(result)
             return {
@@ -169,12 +175,6 @@ class WorkflowPlanPlugin(Plugin):
     async def _run_child(
         self, checked: CheckedPlan, registry: ToolRegistry, tool_use_id: str
     ) -> PlanResult:
-        from temporalio.exceptions import ApplicationError, ChildWorkflowError
-
-        from durable_plan.temporal.client import tool_table
-        from durable_plan.temporal.messages import PlanInput
-        from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
-
         tools = tool_table(registry)
         for name, options in tools.items():
             options["requires_approval"] = self.is_gated(name, registry)

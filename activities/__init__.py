@@ -1,0 +1,1 @@
+"""Example tools for the demo: a tabletop game master."""

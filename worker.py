@@ -1,0 +1,98 @@
+"""The worker: plan workflows, the game master agent, the game tools, the models.
+
+    python worker.py                      # next to `durable-plan dev` (127.0.0.1:7233)
+    python worker.py --live               # real Bedrock model available as "bedrock"
+
+Models are registered on the *client* through ``StrandsPlugin(models=...)``
+(on the worker as well it would register ``invoke_model`` twice). The scripted
+model is always there, for offline runs; "bedrock" is built only when a
+workflow asks for it, so it needs credentials only with ``--live``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.strands_agents import StrandsPlugin
+from temporalio.worker import Worker
+
+from activities.game_master import GAME_TOOLS
+from activities.scripts import DEMO_SCRIPTS
+from durable_plan.temporal import plan_worker
+from durable_plan.testing import ScriptedModel
+from workflows.game_master import GameMasterWorkflow
+
+TASK_QUEUE = "durable-plan"
+DEFAULT_TARGET = "127.0.0.1:7233"
+DEFAULT_BEDROCK_MODEL = "global.anthropic.claude-sonnet-4-6"
+
+
+def bedrock_model() -> Any:
+    """A Bedrock model with botocore retries off: Temporal owns retries."""
+    from botocore.config import Config
+    from strands.models.bedrock import BedrockModel
+
+    return BedrockModel(
+        model_id=os.environ.get("BEDROCK_MODEL_ID", DEFAULT_BEDROCK_MODEL),
+        boto_client_config=Config(retries={"max_attempts": 0}),
+    )
+
+
+def model_factories(scripted_latency_s: float = 0.0) -> dict[str, Callable[[], Any]]:
+    return {
+        "scripted": lambda: ScriptedModel(scripts=DEMO_SCRIPTS, latency_s=scripted_latency_s),
+        "bedrock": bedrock_model,
+    }
+
+
+async def connect(target: str = DEFAULT_TARGET, **models: Callable[[], Any]) -> Client:
+    """A client carrying the Strands plugin (models and the pydantic converter)."""
+    factories = {**model_factories(), **models}
+    return await Client.connect(target, plugins=[StrandsPlugin(models=factories)])
+
+
+def build_worker(client: Client, task_queue: str = TASK_QUEUE, **kwargs: Any) -> Worker:
+    """Everything the demo needs on one task queue."""
+    return plan_worker(
+        client,
+        task_queue=task_queue,
+        registry=GAME_TOOLS,
+        workflows=[GameMasterWorkflow],
+        **kwargs,
+    )
+
+
+def _check_live_credentials() -> None:
+    import boto3
+
+    if boto3.Session().get_credentials() is None:
+        sys.exit(
+            "--live needs AWS credentials with Bedrock access: export AWS_PROFILE=... "
+            "(or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and AWS_REGION=..."
+        )
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default=os.environ.get("TEMPORAL_ADDRESS", DEFAULT_TARGET))
+    parser.add_argument("--task-queue", default=TASK_QUEUE)
+    parser.add_argument("--live", action="store_true", help="check Bedrock credentials first")
+    args = parser.parse_args(argv)
+    if args.live:
+        _check_live_credentials()
+    client = await connect(args.target)
+    worker = build_worker(client, args.task_queue)
+    print(f"worker polling {args.task_queue!r} on {args.target}", flush=True)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())

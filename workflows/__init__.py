@@ -1,0 +1,1 @@
+"""Example workflows: a game master agent with the durable plan tool."""

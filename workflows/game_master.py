@@ -1,0 +1,80 @@
+"""``GameMasterWorkflow``: a ``TemporalAgent`` that can hand over whole plans.
+
+Each model call is an activity (temporalio-strands-agents); each submitted plan
+is a ``PlanWorkflow`` child; each plan step is one of the game tools' activities.
+A crash anywhere resumes from history: completed model rounds are not asked
+again, completed steps do not run again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from temporalio.strands_agents import TemporalAgent
+
+    from activities.game_master import GAME_TOOLS
+    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.temporal.agent_tools import durable_tools
+
+SYSTEM_PROMPT = (
+    "You are a Game Master for a tabletop role-playing game.\n\n"
+    "You have a submit_workflow_plan tool. When you already know which tools to call and each "
+    "call's arguments come from an earlier call's result, submit one plan instead of calling "
+    "the tools one at a time. Each step's `bind` maps an argument to a JSONata expression over "
+    '{"steps": {<id>: <result>}}, for example {"armour": "steps.monster.armour"}. Read each '
+    "tool's documented return shape."
+)
+
+
+@dataclass
+class GameMasterInput:
+    prompt: str
+    model: str = "scripted"
+    honor_final: bool = True
+
+
+@dataclass
+class GameMasterOutput:
+    answer: str
+    model_round_trips: int
+    plain_loop_round_trips: int
+    stop_reason: str
+    plans: int
+
+
+@workflow.defn
+class GameMasterWorkflow:
+    @workflow.run
+    async def run(self, request: GameMasterInput) -> GameMasterOutput:
+        plugin = WorkflowPlanPlugin(registry=GAME_TOOLS, honor_final=request.honor_final)
+        agent = TemporalAgent(
+            model=request.model,
+            system_prompt=SYSTEM_PROMPT,
+            tools=durable_tools(GAME_TOOLS),
+            plugins=[plugin],
+            callback_handler=None,
+            start_to_close_timeout=timedelta(seconds=120),
+            retry_policy=RetryPolicy(maximum_attempts=3),
+        )
+        try:
+            result = await agent.invoke_async(request.prompt)
+        except ApplicationError:
+            raise
+        except Exception as exc:  # Strands wraps failures; never leave the task retrying
+            raise ApplicationError(
+                f"the agent failed: {type(exc).__name__}: {exc}", non_retryable=True
+            ) from exc
+        depth = sum(len(r.levels) for r in plugin.results)
+        return GameMasterOutput(
+            answer=str(result).strip(),
+            model_round_trips=result.metrics.cycle_count,
+            plain_loop_round_trips=depth + 1 if plugin.results else result.metrics.cycle_count,
+            stop_reason=str(result.stop_reason),
+            plans=len(plugin.results),
+        )
