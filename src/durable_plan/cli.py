@@ -8,9 +8,7 @@ touching `main`.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-import uuid
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
@@ -77,47 +75,9 @@ def run_dev(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- demo -----------------------------------------------------------------------------------
-
-
-def _add_demo(subparsers: SubParsers) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "demo",
-        help="start a throwaway dev server and worker, run one workflow, print its result",
-    )
-    p.add_argument("--name", default="world", help="who to greet (default: %(default)s)")
-    _add_temporal_cli_option(p)
-    p.set_defaults(func=run_demo)
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    """Self-contained smoke run; kept a thin function so the real demo can replace it."""
-    return asyncio.run(_demo(args))
-
-
-async def _demo(args: argparse.Namespace) -> int:
-    from temporalio.worker import Worker
-
-    from durable_plan._hello import HelloWorkflow, say_hello
-
-    async with DevServer(headless=True, temporal_cli=args.temporal_cli) as server:
-        print(f"Started Temporal dev server at {server.target}", flush=True)
-        client = await server.connect()
-        task_queue = f"durable-plan-demo-{uuid.uuid4().hex[:8]}"
-        workflow_id = f"hello-{uuid.uuid4().hex[:8]}"
-        async with Worker(
-            client, task_queue=task_queue, workflows=[HelloWorkflow], activities=[say_hello]
-        ):
-            result = await client.execute_workflow(
-                HelloWorkflow.run, args.name, id=workflow_id, task_queue=task_queue
-            )
-    print(f"Workflow {workflow_id} returned: {result}", flush=True)
-    return 0
-
-
 # --- entry point ----------------------------------------------------------------------------
 
-_COMMANDS: list[Callable[[SubParsers], None]] = [_add_dev, _add_demo]
+_COMMANDS: list[Callable[[SubParsers], None]] = [_add_dev]
 
 
 def build_parser() -> argparse.ArgumentParser:
