@@ -60,8 +60,11 @@ def parse(source: str) -> Expression:
         compiled = jsonata.Jsonata(source)
     except JException as exc:
         raise ExpressionSyntaxError(_jsonata_message(exc)) from None
-    except (RecursionError, ValueError, TypeError, IndexError, AttributeError) as exc:
-        raise ExpressionSyntaxError(f"cannot parse: {exc}") from None
+    except KeyError as exc:
+        # jsonata-python's parser has no entry for operators JSONata lacks, such as '!'.
+        raise ExpressionSyntaxError(f"JSONata has no operator {exc.args[0]!r}") from None
+    except Exception as exc:  # the parser's own bugs must not escape the checks
+        raise ExpressionSyntaxError(f"cannot parse: {type(exc).__name__}: {exc}") from None
     analysis = _Analysis()
     analysis.visit(compiled.ast)
     return Expression(
