@@ -276,7 +276,8 @@ def to_json(value: Any) -> Any:
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, Sequence):
         return [to_json(v) for v in value]
-    if callable(value):
+    if callable(value) or type(value).__module__.startswith("jsonata"):
+        # A lambda (a parser Symbol) or a native function such as $string.
         raise StepError("expression produced a function, not a JSON value")
     raise StepError(f"expression produced a {type(value).__name__}, not a JSON value")
 
