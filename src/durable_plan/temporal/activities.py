@@ -82,7 +82,8 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
                 "strings, numbers, booleans or null"
             )
             raise failure(message, "NonJsonResult", retryable=False) from None
-        size = len(json.dumps(value, separators=(",", ":")).encode())
+        text = json.dumps(value, separators=(",", ":"))
+        size = len(text.encode())
         if size > request.max_result_bytes:
             message = (
                 f"step '{request.step_id}': the result of tool '{tool.name}' is "
@@ -90,7 +91,7 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
                 "kept in history; make the tool return less (or a reference to stored data)"
             )
             raise failure(message, "ResultTooLarge", retryable=False)
-        return StepResponse(result=value, attempt=info.attempt, duration_ms=_ms_since(started))
+        return StepResponse(result_json=text, attempt=info.attempt, duration_ms=_ms_since(started))
 
     run_tool.__name__ = f"tool_{tool.name}"
     run_tool.__qualname__ = run_tool.__name__

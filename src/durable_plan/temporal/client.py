@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.check import ToolCatalog, ToolSpec, check_plan
@@ -80,10 +85,14 @@ class PlanHandle:
         return result
 
     async def decide(self, step_id: str, approved: bool, reason: str = "") -> str:
-        """Approve or reject a step that is awaiting approval."""
-        result: str = await self.handle.execute_update(
-            "decide_step", ApprovalDecision(step_id, approved, reason)
-        )
+        """Approve or reject a step that is awaiting approval (ValueError if it is not)."""
+        try:
+            result: str = await self.handle.execute_update(
+                "decide_step", ApprovalDecision(step_id, approved, reason)
+            )
+        except WorkflowUpdateFailedError as exc:
+            cause = exc.cause
+            raise ValueError(getattr(cause, "message", None) or str(cause or exc)) from None
         return result
 
 

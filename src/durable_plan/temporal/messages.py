@@ -8,6 +8,7 @@ client travel the same way.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +27,20 @@ class StepRequest:
 
 @dataclass
 class StepResponse:
-    """A tool's raw JSON result, with the attempt that produced it."""
+    """A tool's JSON result, with the attempt that produced it.
 
-    result: Any
+    The result travels as JSON text: the default data converter sorts object
+    keys, and key order is part of what a model reads back ("steps.lookup has
+    keys name, hp, armour"), so both runners must see the tool's own order.
+    """
+
+    result_json: str
     attempt: int
     duration_ms: float
+
+    @property
+    def result(self) -> Any:
+        return json.loads(self.result_json)
 
 
 @dataclass

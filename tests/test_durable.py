@@ -1,0 +1,380 @@
+"""PlanWorkflow on a real Temporal dev server: same results as in-process, plus durability."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from durable_plan.errors import PlanRejected
+from durable_plan.local import execute_plan
+from durable_plan.temporal import (
+    PlanFailed,
+    PlanInput,
+    PlanWorkflow,
+    current_step,
+    plan_worker,
+    run_plan,
+    start_plan,
+)
+from durable_plan.tools import ToolRegistry
+from tests.case_tools import CASE_TOOLS, case_invoker
+from tests.plan_cases import PLAN_CASES, PlanCase
+
+
+async def flaky(key: str, succeed_on: int) -> dict[str, Any]:
+    """Fails until attempt ``succeed_on`` (attempt numbers come from Temporal)."""
+    step = current_step()
+    assert step is not None
+    if step.attempt < succeed_on:
+        raise ConnectionError(f"transient failure on attempt {step.attempt}")
+    return {"key": key, "attempt": step.attempt}
+
+
+async def refuse(reason: str) -> None:
+    raise ApplicationError(reason, non_retryable=True)
+
+
+async def whoami() -> dict[str, Any]:
+    step = current_step()
+    assert step is not None
+    return {"key": step.idempotency_key, "step": step.step_id}
+
+
+async def big(kib: int) -> str:
+    return "x" * (kib * 1024)
+
+
+async def slow(seconds: float, value: Any = None) -> Any:
+    await asyncio.sleep(seconds)
+    return value
+
+
+async def hang(seconds: float) -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(min(seconds, 0.1))
+
+
+async def delete_files(path: str) -> dict[str, Any]:
+    return {"deleted": path}
+
+
+def make_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    for name, fn in CASE_TOOLS.items():
+        registry.add(fn, name=name, retries=0 if name == "fail" else None)
+    registry.add(flaky, retries=3)
+    registry.add(refuse, retries=5)
+    registry.add(whoami)
+    registry.add(big)
+    registry.add(slow)
+    registry.add(hang, retries=0, heartbeat_timeout_s=2)
+    registry.add(delete_files, requires_approval=True)
+    return registry
+
+
+REGISTRY = make_registry()
+
+
+def durable_worker(client: Client, task_queue: str, **kwargs: Any) -> Any:
+    return plan_worker(client, task_queue=task_queue, registry=REGISTRY, **kwargs)
+
+
+async def run(client: Client, task_queue: str, plan: dict[str, Any], **kw: Any) -> Any:
+    return await run_plan(
+        client, plan, task_queue=task_queue, registry=REGISTRY, retry_initial_interval_s=0.1, **kw
+    )
+
+
+# -- one table, two runners ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", PLAN_CASES, ids=[c.name for c in PLAN_CASES])
+async def test_shared_cases_match_in_process(
+    client: Client, task_queue: str, case: PlanCase
+) -> None:
+    local = await execute_plan(case.plan, case_invoker)
+    async with durable_worker(client, task_queue):
+        durable = await run(client, task_queue, case.plan)
+    statuses = {o.id: o.status for o in durable.ledger}
+    assert statuses == case.statuses
+    assert statuses == {o.id: o.status for o in local.ledger}
+    if case.returned is not None:
+        assert durable.returned == case.returned
+    assert durable.returned == local.returned
+    assert list(durable.returned) == list(local.returned)
+    assert durable.final == case.final == local.final
+    assert durable.levels == local.levels
+    assert durable.inference_passes_saved == local.inference_passes_saved
+    for step_id, fragments in case.errors.items():
+        error = durable.outcome(step_id).error or ""
+        for fragment in fragments:
+            assert fragment in error, (step_id, error)
+
+
+# -- concurrency and retries -----------------------------------------------------------------
+
+
+async def test_independent_steps_overlap(client: Client, task_queue: str) -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "slow", "args": {"seconds": 1, "value": 1}},
+            {"id": "b", "tool": "slow", "args": {"seconds": 1, "value": 2}},
+            {"id": "c", "tool": "add", "bind": {"a": "steps.a", "b": "steps.b"}},
+        ]
+    }
+    async with durable_worker(client, task_queue):
+        started = time.monotonic()
+        result = await run(client, task_queue, plan)
+        elapsed = time.monotonic() - started
+    assert result.returned == {"a": 1, "b": 2, "c": 3}
+    assert elapsed < 1.9, f"two 1 s steps took {elapsed:.2f} s: they did not overlap"
+
+
+async def test_transient_failures_are_retried(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "f", "tool": "flaky", "args": {"key": "k", "succeed_on": 3}}]}
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan)
+    outcome = result.outcome("f")
+    assert outcome.status == "ok"
+    assert outcome.attempts == 3
+    assert result.returned["f"] == {"key": "k", "attempt": 3}
+
+
+async def test_retries_are_bounded_by_the_step(client: Client, task_queue: str) -> None:
+    plan = {
+        "steps": [{"id": "f", "tool": "flaky", "args": {"key": "k", "succeed_on": 5}, "retries": 1}]
+    }
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan)
+    outcome = result.outcome("f")
+    assert outcome.status == "failed"
+    assert outcome.attempts == 2
+    assert "transient failure on attempt 2" in (outcome.error or "")
+
+
+async def test_non_retryable_error_fails_at_once(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "r", "tool": "refuse", "args": {"reason": "account closed"}}]}
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan)
+    outcome = result.outcome("r")
+    assert (outcome.status, outcome.attempts, outcome.error) == ("failed", 1, "account closed")
+
+
+async def test_bad_argument_is_not_retried_and_names_the_parameter(
+    client: Client, task_queue: str
+) -> None:
+    plan = {
+        "steps": [
+            {"id": "t", "tool": "echo", "args": {"value": "seven"}},
+            {"id": "a", "tool": "add", "args": {"a": 1}, "bind": {"b": "steps.t"}},
+        ]
+    }
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan)
+    outcome = result.outcome("a")
+    assert outcome.status == "failed"
+    assert outcome.attempts == 1
+    assert "argument 'b'" in (outcome.error or "")
+
+
+# -- failure is always an ending -------------------------------------------------------------
+
+
+async def test_hung_tool_times_out(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "h", "tool": "hang", "args": {"seconds": 30}, "timeout_s": 0.5}]}
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan)
+    outcome = result.outcome("h")
+    assert outcome.status == "failed"
+    assert "timed out after 0.5 s" in (outcome.error or "")
+
+
+async def test_oversized_result_fails_the_step_with_its_size(
+    client: Client, task_queue: str
+) -> None:
+    plan = {"steps": [{"id": "huge", "tool": "big", "args": {"kib": 300}}]}
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan)
+    outcome = result.outcome("huge")
+    assert outcome.status == "failed"
+    assert outcome.attempts == 1
+    error = outcome.error or ""
+    assert "step 'huge'" in error and "300 KiB" in error and "256 KiB" in error
+
+
+async def test_result_limit_is_configurable(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "b", "tool": "big", "args": {"kib": 8}}]}
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan, max_result_bytes=4 * 1024)
+    assert result.outcome("b").status == "failed"
+    assert "over the 4 KiB limit" in (result.outcome("b").error or "")
+
+
+async def test_bad_plan_is_rejected_before_a_workflow_starts(
+    client: Client, task_queue: str, workflow_id: str
+) -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "nope"},
+            {"id": "b", "tool": "echo", "bind": {"value": "steps.zz"}},
+        ]
+    }
+    with pytest.raises(PlanRejected) as info:
+        await start_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, workflow_id=workflow_id
+        )
+    assert set(info.value.codes) == {"unknown_tool", "dangling_reference"}
+    listed = [wf async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    assert listed == []
+
+
+async def test_workflow_given_a_bad_plan_fails_instead_of_retrying(
+    client: Client, task_queue: str, workflow_id: str
+) -> None:
+    request = PlanInput(plan={"steps": [{"id": "a", "tool": "echo", "when": "steps.a = "}]})
+    async with durable_worker(client, task_queue):
+        with pytest.raises(WorkflowFailureError) as info:
+            await client.execute_workflow(
+                PlanWorkflow.run, request, id=workflow_id, task_queue=task_queue
+            )
+    assert isinstance(info.value.cause, ApplicationError)
+    assert info.value.cause.type == "PlanRejected"
+    assert "Plan rejected, nothing was executed" in info.value.cause.message
+
+
+async def test_returned_results_over_the_limit_fail_the_plan(
+    client: Client, task_queue: str
+) -> None:
+    plan = {"steps": [{"id": f"b{n}", "tool": "big", "args": {"kib": 200}} for n in range(3)]}
+    async with durable_worker(client, task_queue):
+        with pytest.raises(PlanFailed, match="list fewer steps in returns"):
+            await run(client, task_queue, plan, max_returned_bytes=512 * 1024)
+
+
+async def test_cancelled_plan_ends_cancelled(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "h", "tool": "hang", "args": {"seconds": 30}}]}
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        await _wait_for_phase(handle, "h", "running")
+        await handle.handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.handle.result()
+        description = await handle.handle.describe()
+    assert description.status == WorkflowExecutionStatus.CANCELED
+
+
+# -- progress, idempotency, local activities -------------------------------------------------
+
+
+async def test_progress_query_reports_the_ledger_so_far(client: Client, task_queue: str) -> None:
+    plan = {
+        "steps": [
+            {"id": "fast", "tool": "echo", "args": {"value": 1}},
+            {"id": "wait", "tool": "slow", "args": {"seconds": 1.5}, "after": ["fast"]},
+            {"id": "last", "tool": "echo", "bind": {"value": "steps.fast"}, "after": ["wait"]},
+        ]
+    }
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        lines = await _wait_for_phase(handle, "wait", "running")
+        phases = {line["id"]: line["phase"] for line in lines}
+        assert phases == {"fast": "ok", "wait": "running", "last": "pending"}
+        assert lines[0]["attempts"] == 1
+        result = await handle.result()
+        final = await handle.progress()
+    assert result.ok
+    assert [line["phase"] for line in final] == ["ok", "ok", "ok"]
+    assert final[1]["duration_ms"] >= 1400
+
+
+async def test_each_step_gets_an_idempotency_key(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "me", "tool": "whoami"}]}
+    workflow_id = f"plan-{uuid.uuid4().hex[:8]}"
+    async with durable_worker(client, task_queue):
+        result = await run(client, task_queue, plan, workflow_id=workflow_id)
+    assert result.returned["me"] == {"key": f"{workflow_id}/me", "step": "me"}
+
+
+async def test_local_activity_steps(client: Client, task_queue: str) -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "add", "args": {"a": 1, "b": 2}, "local": True},
+            {"id": "b", "tool": "add", "args": {"a": 10}, "bind": {"b": "steps.a"}},
+        ]
+    }
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        result = await handle.result()
+        history = await handle.handle.fetch_history()
+    assert result.returned == {"a": 3, "b": 13}
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert len(scheduled) == 1 and len(markers) == 1
+
+
+async def test_activity_ids_and_summaries_name_the_steps(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}}]}
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        await handle.result()
+        history = await handle.handle.fetch_history()
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    attrs = scheduled[0].activity_task_scheduled_event_attributes
+    assert attrs.activity_id == "lookup"
+    assert attrs.activity_type.name == "look_up_monster"
+    assert b"lookup: look_up_monster" in scheduled[0].user_metadata.summary.data
+
+
+# -- approval gates --------------------------------------------------------------------------
+
+
+async def test_gated_step_waits_for_approval(client: Client, task_queue: str) -> None:
+    plan = {"steps": [{"id": "rm", "tool": "delete_files", "args": {"path": "/tmp/x"}}]}
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        await _wait_for_phase(handle, "rm", "awaiting_approval")
+        assert await handle.decide("rm", approved=True) == "approved"
+        result = await handle.result()
+    assert result.returned == {"rm": {"deleted": "/tmp/x"}}
+
+
+async def test_rejected_step_fails_cleanly(client: Client, task_queue: str) -> None:
+    plan = {
+        "steps": [
+            {"id": "rm", "tool": "delete_files", "args": {"path": "/"}},
+            {"id": "after", "tool": "echo", "bind": {"value": "steps.rm"}},
+        ]
+    }
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        await _wait_for_phase(handle, "rm", "awaiting_approval")
+        with pytest.raises(Exception, match="not awaiting approval"):
+            await handle.decide("after", approved=True)
+        await handle.decide("rm", approved=False, reason="never delete /")
+        result = await handle.result()
+    assert result.outcome("rm").status == "failed"
+    assert result.outcome("rm").error == "rejected by a person: never delete /"
+    assert result.outcome("after").status == "skipped"
+
+
+async def _wait_for_phase(handle: Any, step_id: str, phase: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 15
+    lines: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        lines = await handle.progress()
+        if any(line["id"] == step_id and line["phase"] == phase for line in lines):
+            return lines
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"step {step_id} never reached {phase}: {lines}")
