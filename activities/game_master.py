@@ -190,16 +190,17 @@ async def narrate_round(target: str, total_damage: int, hp_after: int) -> dict[s
     return {"text": text}
 
 
-GAME_TOOLS = ToolRegistry(
-    [
-        look_up_monster,
-        roll_attack,
-        apply_damage,
-        read_action_log,
-        get_character,
-        roll_check,
-        resolve_action,
-        tally_round,
-        narrate_round,
-    ]
-)
+GAME_TOOLS = ToolRegistry()
+for _tool in (
+    look_up_monster,
+    roll_attack,
+    apply_damage,
+    read_action_log,
+    get_character,
+    roll_check,
+    resolve_action,
+    tally_round,
+    narrate_round,
+):
+    # Heartbeats let Temporal notice a crashed worker within seconds, not at the timeout.
+    GAME_TOOLS.add(_tool, timeout_s=30, retries=2, heartbeat_timeout_s=5)

@@ -8,7 +8,7 @@ again, completed steps do not run again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
@@ -37,6 +37,8 @@ class GameMasterInput:
     prompt: str
     model: str = "scripted"
     honor_final: bool = True
+    plannable: list[str] | None = None
+    approval_required: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -52,7 +54,12 @@ class GameMasterOutput:
 class GameMasterWorkflow:
     @workflow.run
     async def run(self, request: GameMasterInput) -> GameMasterOutput:
-        plugin = WorkflowPlanPlugin(registry=GAME_TOOLS, honor_final=request.honor_final)
+        plugin = WorkflowPlanPlugin(
+            request.plannable,
+            registry=GAME_TOOLS,
+            honor_final=request.honor_final,
+            approval_required=request.approval_required,
+        )
         agent = TemporalAgent(
             model=request.model,
             system_prompt=SYSTEM_PROMPT,
