@@ -41,7 +41,7 @@ def roll_attack(armour: int) -> dict[str, Any]:
         armour: The target's armour.
     """
     CALLS.append("roll_attack")
-    return {"roll": 18, "hits": 18 >= armour, "damage": 6}
+    return {"roll": 18, "hits": armour <= 18, "damage": 6}
 
 
 @tool
