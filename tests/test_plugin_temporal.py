@@ -23,7 +23,6 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.strands_agents import StrandsPlugin
-from temporalio.worker import Worker
 
 from activities.scripts import ATTACK_PLAN, ROUND_PLAN, ROUND_PROMPT
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
@@ -153,7 +152,7 @@ async def test_failed_step_does_not_end_the_turn(agent_client: Client, task_queu
 async def test_bad_plan_returns_every_problem_and_starts_no_child(
     agent_client: Client, task_queue: str
 ) -> None:
-    output, history, _ = await converse(agent_client, task_queue, "bad plan")
+    _output, history, _ = await converse(agent_client, task_queue, "bad plan")
     assert model_calls(history) == 2
     assert child_ids(history) == []
     second = model_inputs(history)[1]
@@ -172,7 +171,7 @@ async def test_bad_plan_returns_every_problem_and_starts_no_child(
 
 
 async def test_plannable_exclusions(agent_client: Client, task_queue: str) -> None:
-    output, history, _ = await converse(
+    _output, history, _ = await converse(
         agent_client, task_queue, "excluded attack", plannable=["*", "!apply_damage"]
     )
     assert child_ids(history) == []
@@ -227,7 +226,7 @@ async def test_gated_step_pauses_then_rejected(agent_client: Client, task_queue:
 
 
 async def test_combat_round_results_stay_in_the_plan(agent_client: Client, task_queue: str) -> None:
-    output, history, handle = await converse(
+    output, history, _handle = await converse(
         agent_client, task_queue, "prose round", honor_final=False
     )
     assert output.plain_loop_round_trips == 7
@@ -313,4 +312,3 @@ async def test_replay_of_agent_with_plan(agent_client: Client, task_queue: str) 
     )
     await replayer.replay_workflow(history)
     await replayer.replay_workflow(child_history)
-    assert isinstance(Worker, type)
