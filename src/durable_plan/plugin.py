@@ -223,7 +223,10 @@ class PlanTool(AgentTool):
         if self._spec is None:
             plannable = None
             if self._plugin.registry is not None:
-                plannable = self._plugin.catalog(self._plugin.registry, durable=False).plannable
+                catalog = self._plugin.catalog(
+                    self._plugin.registry, durable=workflow.in_workflow()
+                )
+                plannable = catalog.plannable
             self._spec = {
                 "name": PLAN_TOOL_NAME,
                 "description": plan_tool_description(plannable, self._plugin.max_steps),
