@@ -164,7 +164,11 @@ class PlanRun:
     # -- internals ------------------------------------------------------------
 
     def _prepare(self, cs: CheckedStep) -> StepCall | None:
-        scope = {"steps": self._results}
+        # Only the step's own dependencies: jsonata walks its whole input on every
+        # evaluation, and a dynamic read (steps.*, declared through after) must see
+        # what it declared, not whichever other steps happen to have finished.
+        results = self._results
+        scope = {"steps": {dep: results[dep] for dep in cs.deps if dep in results}}
         deterministic = self._checked.durable
         try:
             if cs.when is not None:
@@ -218,6 +222,8 @@ class PlanRun:
 
     def _absorb_scheduler_decisions(self) -> None:
         """Record steps the scheduler skipped or pruned on its own."""
+        if self._scheduler.ended == len(self._outcomes):
+            return  # nothing new: keeps a plan's bookkeeping linear in its size
         for sid, status in self._scheduler.statuses.items():
             if sid not in self._outcomes:
                 cs = self._checked.steps[sid]

@@ -66,6 +66,11 @@ class Scheduler:
         return dict(self._status)
 
     @property
+    def ended(self) -> int:
+        """How many steps have ended so far (cheap, unlike ``statuses``, which copies)."""
+        return len(self._status)
+
+    @property
     def running(self) -> frozenset[str]:
         return frozenset(self._running)
 
