@@ -143,8 +143,9 @@ class _Checker:
             for step in plan.steps
             for sid in [step.id]
         }
-        depth = max(levels_of.values()) + 1
-        levels = [[s.id for s in plan.steps if levels_of[s.id] == n] for n in range(depth)]
+        levels: list[list[str]] = [[] for _ in range(max(levels_of.values()) + 1)]
+        for step in plan.steps:  # one pass, in plan order: linear, not steps x depth
+            levels[levels_of[step.id]].append(step.id)
         return CheckedPlan(plan=plan, steps=checked, levels=levels, durable=self.durable)
 
     # -- schema ---------------------------------------------------------------
