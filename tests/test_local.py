@@ -423,3 +423,31 @@ async def test_durations_are_measured() -> None:
     result = await execute_plan({"steps": [_sleep("a", 0.05)]}, case_invoker)
     assert result.outcome("a").duration_ms >= 40
     assert result.outcome("a").attempts == 1
+
+
+async def test_dynamic_reads_see_exactly_the_steps_listed_in_after() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "echo", "args": {"value": 1}},
+            {"id": "b", "tool": "echo", "args": {"value": 2}},
+            {"id": "c", "tool": "echo", "args": {"value": 3}, "after": ["a", "b"]},
+            {"id": "d", "tool": "echo", "bind": {"value": "$count($keys(steps))"}, "after": ["c"]},
+            {"id": "e", "tool": "echo", "bind": {"value": "$sum(steps.*)"}, "after": ["a", "c"]},
+        ],
+        "returns": ["d", "e"],
+    }
+    result = await execute_plan(plan, case_invoker)
+    # a and b have landed too, but d declared only c: what it reads cannot depend on timing
+    assert result.returned == {"d": 1, "e": 4}
+
+
+async def test_a_binding_explains_with_the_steps_it_depends_on() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "echo", "args": {"value": {"k": 1}}},
+            {"id": "b", "tool": "echo", "args": {"value": 2}},
+            {"id": "c", "tool": "echo", "bind": {"value": "steps.a.q"}, "after": ["b"]},
+        ]
+    }
+    result = await execute_plan(plan, case_invoker)
+    assert result.outcome("c").error == "binding 'value' matched no value: steps.a has keys k"
