@@ -1,0 +1,402 @@
+"""Durable vs in-process plan execution, measured side by side in one run.
+
+    python -m bench.durable            # full run, about 1-2 minutes
+    python -m bench.durable --quick    # about 30 s
+
+Starts its own Temporal dev server and an in-process worker (fresh task queue),
+warms up, then runs every configuration interleaved (shuffled within each
+repeat) so a noisy, shared machine hits all modes alike. Three modes:
+
+  in-process  ``execute_plan(plan, registry.invoke)``
+  activity    ``PlanWorkflow``, one regular activity per step
+  local       the same, with ``"local": true`` on every step
+
+Sections: (1) per-critical-path-step overhead on chains of instant tools, with
+a fitted slope; (2) fixed plan start cost (1-step plan), broken down from the
+workflow histories; (3) wall-clock ratio for a 12-step, depth-6 plan of
+250 ms tools; (4) PASS/FAIL against targets. Prints only; never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import random
+import statistics
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from durable_plan.devserver import DevServer
+from durable_plan.local import execute_plan
+from durable_plan.plan import PlanResult
+from durable_plan.temporal.client import start_plan
+from durable_plan.temporal.worker import plan_worker
+from durable_plan.tools import ToolRegistry
+
+SLOW_S = 0.25
+MODES = ("in-process", "activity", "local")
+DURABLE_MODES = ("activity", "local")
+
+TARGET_STEP_MS = {"activity": 20.0, "local": 5.0}
+TARGET_RATIO = 1.15
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+async def tick(n: int) -> dict[str, Any]:
+    """An instant step. Returns {"n": n + 1, "ok": true}."""
+    return {"n": n + 1, "ok": True}
+
+
+async def slow(n: int) -> dict[str, Any]:
+    """A 250 ms step. Returns {"n": n + 1}."""
+    await asyncio.sleep(SLOW_S)
+    return {"n": n + 1}
+
+
+async def slow_sum(values: list[int]) -> dict[str, Any]:
+    """A 250 ms join. Returns {"n": sum(values)}."""
+    await asyncio.sleep(SLOW_S)
+    return {"n": sum(values)}
+
+
+REGISTRY = ToolRegistry([tick, slow, slow_sum])
+
+
+# -- plans ---------------------------------------------------------------------------------
+
+
+def chain(depth: int) -> dict[str, Any]:
+    """s0 -> s1 -> ... : each step binds one field of the previous step's result."""
+    steps: list[dict[str, Any]] = [{"id": "s0", "tool": "tick", "args": {"n": 0}}]
+    for i in range(1, depth):
+        steps.append({"id": f"s{i}", "tool": "tick", "bind": {"n": f"steps.s{i - 1}.n"}})
+    return {"steps": steps, "returns": [f"s{depth - 1}"]}
+
+
+def combat_round() -> dict[str, Any]:
+    """The seed's 12-step combat round, 1 -> 3 -> 3 -> 3 -> 1 -> 1, every tool 250 ms."""
+    who = ("aria", "bram", "cass")
+    steps: list[dict[str, Any]] = [{"id": "log", "tool": "slow", "args": {"n": 0}}]
+    for prev, stage in (("log", "char"), ("char", "roll"), ("roll", "hit")):
+        for w in who:
+            src = "steps.log.n" if prev == "log" else f"steps.{prev}_{w}.n"
+            steps.append({"id": f"{stage}_{w}", "tool": "slow", "bind": {"n": src}})
+    hits = ", ".join(f"steps.hit_{w}.n" for w in who)
+    steps.append({"id": "tally", "tool": "slow_sum", "bind": {"values": f"[{hits}]"}})
+    steps.append({"id": "narrate", "tool": "slow", "bind": {"n": "steps.tally.n"}})
+    return {"steps": steps, "returns": ["tally", "narrate"]}
+
+
+def for_mode(plan: dict[str, Any], mode: str) -> dict[str, Any]:
+    if mode != "local":
+        return plan
+    return {**plan, "steps": [{**s, "local": True} for s in plan["steps"]]}
+
+
+# -- statistics ----------------------------------------------------------------------------
+
+
+def med(xs: Sequence[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def p90(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return med(xs)
+    return statistics.quantiles(xs, n=10, method="inclusive")[8]
+
+
+def fit(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of y on x."""
+    xs, ys = zip(*points, strict=True)
+    slope, intercept = statistics.linear_regression(xs, ys)
+    return slope, intercept
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    mode: str
+    wall_ms: float
+    workflow_id: str | None = None
+    t_start: float = 0.0  # time.time() just before the plan was started
+    t_end: float = 0.0  # time.time() just after its result arrived
+
+
+@dataclass
+class Bench:
+    client: Client
+    task_queue: str
+    warnings: list[str] = field(default_factory=list)
+
+    async def run(self, plan: dict[str, Any], mode: str) -> Trial:
+        t_start = time.time()
+        started = time.perf_counter()
+        workflow_id = None
+        if mode == "in-process":
+            result = await execute_plan(plan, REGISTRY.invoke, catalog=REGISTRY.catalog())
+        else:
+            handle = await start_plan(
+                self.client,
+                for_mode(plan, mode),
+                task_queue=self.task_queue,
+                registry=REGISTRY,
+                retry_initial_interval_s=0.1,
+            )
+            result = await handle.result()
+            workflow_id = handle.id
+        wall_ms = (time.perf_counter() - started) * 1000.0
+        self._check(result, mode)
+        return Trial(mode, wall_ms, workflow_id, t_start, time.time())
+
+    def _check(self, result: PlanResult, mode: str) -> None:
+        if not result.ok and len(self.warnings) < 5:
+            bad = [f"{o.id}={o.status}({o.error})" for o in result.ledger if o.status != "ok"]
+            self.warnings.append(f"WARNING: a {mode} plan did not finish ok: {bad[:3]}")
+
+
+async def interleaved(
+    bench: Bench, configs: dict[str, dict[str, Any]], repeats: int, seed: int
+) -> dict[tuple[str, str], list[Trial]]:
+    """Every (config, mode) once per repeat, in a fresh shuffled order each repeat."""
+    rng = random.Random(seed)
+    trials: dict[tuple[str, str], list[Trial]] = defaultdict(list)
+    jobs = [(name, mode) for name in configs for mode in MODES]
+    for _ in range(repeats):
+        rng.shuffle(jobs)
+        for name, mode in jobs:
+            trials[name, mode].append(await bench.run(configs[name], mode))
+    return trials
+
+
+def paired(trials: dict[tuple[str, str], list[Trial]], name: str, mode: str) -> list[float]:
+    """durable - in-process, per repeat (both ran within the same shuffled round)."""
+    base = trials[name, "in-process"]
+    return [d.wall_ms - b.wall_ms for d, b in zip(trials[name, mode], base, strict=True)]
+
+
+# -- histories -----------------------------------------------------------------------------
+
+ET = EventType
+
+
+def _ms(event: HistoryEvent) -> float:
+    return event.event_time.ToNanoseconds() / 1e6
+
+
+async def history(client: Client, workflow_id: str) -> list[HistoryEvent]:
+    fetched = await client.get_workflow_handle(workflow_id).fetch_history()
+    return list(fetched.events)
+
+
+def segments(events: Sequence[HistoryEvent]) -> dict[str, float]:
+    """Time between consecutive events, attributed to what the earlier event was waiting on.
+
+    Exact for sequential plans (chains); for fan-out plans the phases overlap.
+    """
+    label = {
+        ET.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: "wft queue",
+        ET.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED: "wft queue",
+        ET.EVENT_TYPE_WORKFLOW_TASK_STARTED: "wft on worker",
+        ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity queue",
+        ET.EVENT_TYPE_ACTIVITY_TASK_STARTED: "activity run",
+        ET.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "wft queue",
+    }
+    out: dict[str, float] = defaultdict(float)
+    for prev, cur in itertools.pairwise(events):
+        out[label.get(prev.event_type, "other")] += _ms(cur) - _ms(prev)
+    out["wft count"] = sum(e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events)
+    return out
+
+
+def first(events: Sequence[HistoryEvent], kind: int) -> float:
+    return next(_ms(e) for e in events if e.event_type == kind)
+
+
+async def start_breakdown(client: Client, trials: Sequence[Trial]) -> dict[str, list[float]]:
+    """Where a 1-step activity plan's time goes, client and server clocks (same host)."""
+    parts: dict[str, list[float]] = defaultdict(list)
+    for t in trials:
+        ev = await history(client, t.workflow_id or "")
+        started = first(ev, ET.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED)
+        wft1 = first(ev, ET.EVENT_TYPE_WORKFLOW_TASK_STARTED)
+        wft1_done = first(ev, ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        act = first(ev, ET.EVENT_TYPE_ACTIVITY_TASK_STARTED)
+        act_done = first(ev, ET.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+        done = first(ev, ET.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+        parts["client: check + start call"].append(started - t.t_start * 1000.0)
+        parts["server: started -> 1st wft picked"].append(wft1 - started)
+        parts["worker: 1st wft (check, schedule)"].append(wft1_done - wft1)
+        parts["start -> first activity running"].append(act - started)
+        parts["activity running (tool + report)"].append(act_done - act)
+        parts["activity done -> wf completed"].append(done - act_done)
+        parts["wf completed -> client has result"].append(t.t_end * 1000.0 - done)
+    return parts
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def line(cells: Sequence[object], widths: Sequence[int]) -> str:
+    out = []
+    for i, (cell, w) in enumerate(zip(cells, widths, strict=True)):
+        text = f"{cell:.1f}" if isinstance(cell, float) else str(cell)
+        out.append(text.ljust(w) if i == 0 else text.rjust(w))
+    return " ".join(out).rstrip()
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    cells = [list(header)] + [[f"{c:.1f}" if isinstance(c, float) else c for c in r] for r in rows]
+    widths = [max(len(str(r[i])) for r in cells) for i in range(len(header))]
+    print(line(header, widths))
+    print(line(["-" * w for w in widths], widths))
+    for r in rows:
+        print(line(r, widths))
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    depths: list[int] = [1, 4, 16] if args.quick else [1, 2, 4, 8, 16]
+    repeats: int = args.repeats or (5 if args.quick else 15)
+    slow_trials: int = args.trials or (3 if args.quick else 7)
+    t0 = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    with DevServer(headless=True) as server:
+        client = await server.connect()
+        task_queue = f"bench-durable-{uuid.uuid4().hex[:8]}"
+        async with plan_worker(client, task_queue=task_queue, registry=REGISTRY):
+            bench = Bench(client, task_queue)
+            for _ in range(2):  # warm-up: sandbox imports, connections, caches
+                for mode in MODES:
+                    await bench.run(chain(4), mode)
+                    await bench.run(chain(1), mode)
+
+            chains = {f"d{d}": chain(d) for d in depths}
+            fast = await interleaved(bench, chains, repeats, seed=1)
+            combat = await interleaved(bench, {"combat": combat_round()}, slow_trials, seed=2)
+
+            deepest = f"d{depths[-1]}"
+            chain_hist = {
+                m: [segments(await history(client, t.workflow_id or "")) for t in fast[deepest, m]]
+                for m in DURABLE_MODES
+            }
+            start_parts = await start_breakdown(client, fast["d1", "activity"])
+    elapsed = time.perf_counter() - t0
+    load_after = os.getloadavg()[0]
+
+    print(
+        f"durable-plan bench: in-process vs PlanWorkflow, {'quick' if args.quick else 'full'} "
+        f"run, {repeats} repeats x {len(depths)} depths, {slow_trials} slow trials, "
+        f"{elapsed:.0f} s"
+    )
+    print(
+        f"machine: {os.cpu_count()} cores, 1-min load average {load_before:.1f} at start, "
+        f"{load_after:.1f} at end (durable numbers include the dev server's CPU)"
+    )
+    for w in bench.warnings:
+        print(w)
+
+    print(f"\n1. Chains of instant tools: wall ms (median / p90), n={repeats} interleaved")
+    rows: list[list[object]] = []
+    per_step: dict[str, float] = {}
+    for d in depths:
+        name = f"d{d}"
+        row: list[object] = [d]
+        for mode in MODES:
+            xs = [t.wall_ms for t in fast[name, mode]]
+            row += [med(xs), p90(xs)]
+        for mode in DURABLE_MODES:
+            diff = [x / d for x in paired(fast, name, mode)]
+            row += [med(diff), p90(diff)]
+        rows.append(row)
+    header = ["depth", "inproc", "p90", "activ", "p90", "local", "p90"]
+    table([*header, "act/step", "p90", "loc/step", "p90"], rows)
+    print("   (x/step = paired (durable - in-process) / depth, ms)")
+    medians = {m: [(d, med([t.wall_ms for t in fast[f"d{d}", m]])) for d in depths] for m in MODES}
+    fits = {m: fit(points) for m, points in medians.items()}
+    frows: list[list[object]] = []
+    for mode in MODES:
+        slope, icpt = fits[mode]
+        extra_slope = slope - fits["in-process"][0]
+        extra_icpt = icpt - fits["in-process"][1]
+        frows.append([mode, slope, icpt, extra_slope, extra_icpt])
+        if mode in DURABLE_MODES:
+            per_step[mode] = extra_slope
+    print("   Fit of median wall ms vs depth (ms):")
+    table(["mode", "slope/step", "intercept", "extra/step", "extra fixed"], frows)
+
+    hist_modes = DURABLE_MODES
+    print(f"   Server history of the depth-{depths[-1]} chains, ms per step (median):")
+    keys = ["wft queue", "wft on worker", "activity queue", "activity run"]
+    hrows: list[list[object]] = []
+    for k in keys:
+        hrows.append([k] + [med([h[k] / depths[-1] for h in chain_hist[m]]) for m in hist_modes])
+    hrows.append(
+        ["workflow tasks/plan"] + [med([h["wft count"] for h in chain_hist[m]]) for m in hist_modes]
+    )
+    table(["phase", *hist_modes], hrows)
+
+    print(f"\n2. Plan start cost: 1-step plan, durable - in-process, ms (n={repeats})")
+    srows = []
+    for mode in DURABLE_MODES:
+        diff = paired(fast, "d1", mode)
+        srows.append([mode, med(diff), p90(diff)])
+    table(["mode", "median", "p90"], srows)
+    print("   1-step activity plan timeline (client + server clocks, same host), ms:")
+    table(
+        ["segment", "median", "p90"],
+        [[k, med(v), p90(v)] for k, v in start_parts.items()],
+    )
+
+    print(f"\n3. Combat round (12 steps, depth 6, 250 ms tools), n={slow_trials} interleaved")
+    inproc = [t.wall_ms for t in combat["combat", "in-process"]]
+    ratios: dict[str, float] = {}
+    crows: list[list[object]] = [["in-process", med(inproc), p90(inproc), "1.000", "1.000"]]
+    for mode in DURABLE_MODES:
+        xs = [t.wall_ms for t in combat["combat", mode]]
+        pair = [d / b for d, b in zip(xs, inproc, strict=True)]
+        ratios[mode] = med(xs) / med(inproc)
+        crows.append([mode, med(xs), p90(xs), f"{ratios[mode]:.3f}", f"{p90(pair):.3f}"])
+    table(["mode", "wall ms", "p90", "ratio", "p90 paired"], crows)
+
+    print("\n4. Targets")
+    for mode in DURABLE_MODES:
+        diff = [x / depths[-1] for x in paired(fast, deepest, mode)]
+        value = med(diff)
+        ok = value < TARGET_STEP_MS[mode]
+        print(
+            f"{'PASS' if ok else 'FAIL'}  overhead per critical-path step, {mode}: "
+            f"{value:.1f} ms at depth {depths[-1]} (target < {TARGET_STEP_MS[mode]:g} ms; "
+            f"fitted slope {per_step[mode]:.1f} ms)"
+        )
+    for mode in DURABLE_MODES:
+        ok = ratios[mode] < TARGET_RATIO
+        print(
+            f"{'PASS' if ok else 'FAIL'}  250 ms plan durable/in-process, {mode}: "
+            f"{ratios[mode]:.3f} (target < {TARGET_RATIO})"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.durable", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a ~30 s run with fewer repeats")
+    parser.add_argument("--repeats", type=int, default=0, help="repeats per chain config")
+    parser.add_argument("--trials", type=int, default=0, help="trials of the 250 ms plan")
+    asyncio.run(main_async(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()
