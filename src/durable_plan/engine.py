@@ -63,6 +63,7 @@ class PlanRun:
         )
         self._results: dict[str, Any] = {}
         self._outcomes: dict[str, StepOutcome] = {}
+        self._first_failure: str | None = None
 
     @property
     def checked(self) -> CheckedPlan:
@@ -85,9 +86,10 @@ class PlanRun:
                 call = self._prepare(self._checked.steps[sid])
                 if call is not None:
                     calls.append(call)
-        if calls and self._stopped_by_failure():
+        if calls and self._first_failure is not None and self._checked.plan.on_error == "fail_fast":
+            reason = f"plan stopped after '{self._first_failure}' failed (on_error=fail_fast)"
             for call in calls:
-                self._end(call.step_id, "skipped", "plan stopped after a failure", 0.0, 0)
+                self._end(call.step_id, "skipped", reason, 0.0, 0)
             return []
         return calls
 
@@ -209,6 +211,8 @@ class PlanRun:
     ) -> None:
         cs = self._checked.steps[sid]
         self._scheduler.done(sid, status, error)
+        if status == "failed" and self._first_failure is None:
+            self._first_failure = sid
         self._outcomes[sid] = StepOutcome(
             id=sid,
             tool=cs.step.tool,
@@ -234,12 +238,6 @@ class PlanRun:
                     level=cs.level,
                     error=self._scheduler.reason(sid),
                 )
-
-    def _stopped_by_failure(self) -> bool:
-        plan = self._checked.plan
-        return plan.on_error == "fail_fast" and any(
-            o.status == "failed" for o in self._outcomes.values()
-        )
 
 
 def as_json(value: Any, *, _depth: int = 0) -> Any:
