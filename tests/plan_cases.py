@@ -350,7 +350,8 @@ PLAN_CASES: list[PlanCase] = [
         final=False,
         errors={
             "bad": ("binding 'value' matched no value", "steps.src has keys n"),
-            "sibling": ("stopped",),
+            "sibling": ("plan stopped after 'bad' failed",),
+            "after_bad": ("plan stopped after 'bad' failed",),
         },
     ),
     PlanCase(
