@@ -82,7 +82,7 @@ class CheckedPlan:
 def check_plan(
     raw: Plan | Mapping[str, Any] | str,
     *,
-    catalog: ToolCatalog | Iterable[str] | None = None,
+    catalog: ToolCatalog | Iterable[ToolSpec | str] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     durable: bool = False,
 ) -> CheckedPlan:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.engine import PlanRun, StepCall
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 
@@ -23,7 +23,7 @@ async def execute_plan(
     plan: Plan | Mapping[str, Any] | str,
     invoker: Invoker,
     *,
-    catalog: ToolCatalog | Iterable[str] | None = None,
+    catalog: ToolCatalog | Iterable[ToolSpec | str] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     tool_timeouts: Mapping[str, float] | None = None,
     default_timeout_s: float | None = None,
