@@ -139,7 +139,7 @@ COMBAT_ROUND_STEPS = [
     ),
 ]
 
-OK3 = {"lookup": "ok", "attack": "ok", "damage": "ok"}
+OK3: dict[str, StepStatus] = {"lookup": "ok", "attack": "ok", "damage": "ok"}
 
 PLAN_CASES: list[PlanCase] = [
     # -- the seed's behaviours ----------------------------------------------------

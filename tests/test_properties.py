@@ -137,7 +137,9 @@ def raw_steps(draw: st.DrawFn) -> Any:
 step_lists = st.lists(raw_steps(), min_size=1, max_size=6)
 on_errors = mostly(st.sampled_from(["fail_fast", "continue"]), st.just("stop"))
 parallel = mostly(st.integers(1, 3), st.just(0))
-not_a_plan = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.just([]))
+not_a_plan: st.SearchStrategy[Any] = st.one_of(
+    st.none(), st.integers(), st.text(max_size=5), st.just([])
+)
 
 
 @st.composite
@@ -166,15 +168,16 @@ def valid_plans(draw: st.DrawFn) -> dict[str, Any]:
     steps = []
     for i, sid in enumerate(names):
         earlier = names[:i]
+        has_earlier = bool(earlier)
         step: dict[str, Any] = {"id": sid, "tool": draw(st.sampled_from(TOOLS))}
         step["args"] = {"sid": sid}
-        if earlier and draw(st.booleans()):
+        if has_earlier and draw(st.booleans()):
             refs = draw(st.lists(st.sampled_from(earlier), min_size=1, max_size=2))
             form = draw(st.sampled_from(["steps.{}", "steps.{}.x", "$lookup(steps, '{}')"]))
             step["bind"] = {f"v{k}": form.format(r) for k, r in enumerate(refs)}
-        if earlier and draw(one_in(3)):
+        if has_earlier and draw(one_in(3)):
             step["after"] = draw(st.lists(st.sampled_from(earlier), max_size=2))
-        if earlier and draw(one_in(3)):
+        if has_earlier and draw(one_in(3)):
             r = draw(st.sampled_from(earlier))
             step["when"] = draw(
                 st.sampled_from([f"steps.{r}.x = 1", f"steps.{r}.x > 1", f"steps.{r}.x", "true"])

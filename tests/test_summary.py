@@ -166,6 +166,7 @@ def test_schema_accepts_every_shared_case(case: PlanCase) -> None:
 
 def test_schema_rejects_misspelled_fields_and_bad_ids() -> None:
     schema = plan_input_schema()
+    bad: dict[str, Any]
     for bad in (
         {"steps": [{"id": "a", "tool": "t", "bnid": {}}]},
         {"steps": [{"id": "A", "tool": "t"}]},
