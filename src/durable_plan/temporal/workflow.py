@@ -5,14 +5,19 @@ The workflow stays small because the logic does not live here: ``PlanRun``
 evaluates bindings; this class only starts activities, waits for the first to
 finish and reports back. Every path ends the workflow (a result, a failed step,
 a failed plan, or a cancellation), never a workflow task retried forever.
+
+The workflow runs outside the sandbox (``sandboxed=False``). Its code is
+deterministic by construction (``PlanRun`` does no I/O, reads no clock, and
+JSONata's clock/random functions are refused), the replay tests and a
+``max_cached_workflows=0`` test guard that, and the sandbox would cost a
+re-import of jsonata and pydantic per run plus several milliseconds per step
+(measured in ``bench/durable.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
@@ -42,7 +47,7 @@ PLAN_WORKFLOW_NAME = "PlanWorkflow"
 Outcome = tuple[bool, Any, float, int]
 
 
-@workflow.defn(name=PLAN_WORKFLOW_NAME)
+@workflow.defn(name=PLAN_WORKFLOW_NAME, sandboxed=False)
 class PlanWorkflow:
     """Runs one plan; ``progress`` answers with the ledger so far."""
 
@@ -124,24 +129,19 @@ class PlanWorkflow:
                     for name, opts in request.tools.items()
                 }
             )
-        with _engine_imports():
-            return check_plan(
-                request.plan, catalog=catalog, max_steps=request.max_steps, durable=True
-            )
+        return check_plan(request.plan, catalog=catalog, max_steps=request.max_steps, durable=True)
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(checked)
         order = {sid: n for n, sid in enumerate(checked.steps)}
         tasks: dict[asyncio.Task[Outcome], StepCall] = {}
 
-        def start(next_calls: Callable[[], list[StepCall]]) -> None:
-            with _engine_imports():
-                calls = next_calls()
+        def start(calls: list[StepCall]) -> None:
             for call in calls:
                 tasks[asyncio.create_task(self._run_step(call, request))] = call
 
         try:
-            start(run.next_calls)
+            start(run.next_calls())
             while tasks:
                 done, _ = await workflow.wait(list(tasks), return_when=asyncio.FIRST_COMPLETED)
                 for task in sorted(done, key=lambda t: order[tasks[t].step_id]):
@@ -155,7 +155,7 @@ class PlanWorkflow:
                         run.record_failure(
                             call.step_id, value, duration_ms=duration_ms, attempts=attempts
                         )
-                start(run.next_calls)
+                start(run.next_calls())
         except asyncio.CancelledError:
             for task in tasks:
                 task.cancel()
@@ -237,13 +237,6 @@ class PlanWorkflow:
             return None
         reason = f": {decision.reason}" if decision.reason else ""
         return f"rejected by a person{reason}"
-
-
-def _engine_imports() -> AbstractContextManager[None]:
-    """jsonata imports modules lazily while it parses and evaluates; inside the
-    sandbox those imports would re-import jsonata (which builds a threading.local
-    at import time, a restricted call), so they are passed through."""
-    return workflow.unsafe.imports_passed_through()
 
 
 def _failure(exc: ActivityError, timeout_s: float, max_attempts: int) -> Outcome:
