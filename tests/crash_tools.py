@@ -1,0 +1,122 @@
+"""Tools for the crash test: each call leaves a trace in a side-effect log.
+
+Every call appends ``{"step", "attempt", "event": "start", "key"}`` to the file
+named by ``DURABLE_PLAN_CRASH_LOG``, sleeps ``sleep_s`` (so a kill can land in
+the middle of the step), then appends the matching ``"done"`` line and returns
+JSON the next step binds to. The log is the "outside world": a step whose side
+effect happened twice shows two ``done`` lines.
+
+The test process and the worker subprocess both build the registry here, so
+the tool table the plan carries matches the activities the worker runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from durable_plan.temporal import current_step
+from durable_plan.tools import ToolRegistry
+
+LOG_ENV = "DURABLE_PLAN_CRASH_LOG"
+HEARTBEAT_TIMEOUT_S = 1.0
+TIMEOUT_S = 30.0
+STEP_SLEEP_S = 1.0
+FAST_SLEEP_S = 0.05
+
+
+def _log(event: str) -> None:
+    step = current_step()
+    if step is None:
+        raise RuntimeError("crash tools run only as plan step activities")
+    line = {
+        "step": step.step_id,
+        "attempt": step.attempt,
+        "event": event,
+        "key": step.idempotency_key,
+        "pid": os.getpid(),
+        "t": time.time(),
+    }
+    data = (json.dumps(line) + "\n").encode()
+    # One O_APPEND write per line: lines from concurrent steps never interleave.
+    fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _side_effect(sleep_s: float) -> None:
+    _log("start")
+    time.sleep(sleep_s)
+    _log("done")
+
+
+def crash_work(value: int, add: int = 1, sleep_s: float = STEP_SLEEP_S) -> dict[str, Any]:
+    """Add ``add`` to ``value`` after a slow side effect. Returns {"value": int}."""
+    _side_effect(sleep_s)
+    return {"value": value + add}
+
+
+def crash_combine(values: list[int], sleep_s: float = STEP_SLEEP_S) -> dict[str, Any]:
+    """Sum ``values`` after a slow side effect. Returns {"value": int}."""
+    _side_effect(sleep_s)
+    return {"value": sum(values)}
+
+
+def crash_registry() -> ToolRegistry:
+    """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
+    registry = ToolRegistry()
+    for fn in (crash_work, crash_combine):
+        registry.add(fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
+    return registry
+
+
+def crash_plan(fast: str | None = None) -> dict[str, Any]:
+    """Six steps, five levels: a -> b -> (c1, c2) -> d -> e; ``e`` ends at 12.
+
+    ``fast`` names a fan-out sibling that sleeps only briefly, so that sibling has
+    landed before the other one is killed.
+    """
+
+    def sleep(step: str) -> float:
+        return FAST_SLEEP_S if step == fast else STEP_SLEEP_S
+
+    return {
+        "steps": [
+            {"id": "a", "tool": "crash_work", "args": {"value": 0, "sleep_s": sleep("a")}},
+            {
+                "id": "b",
+                "tool": "crash_work",
+                "args": {"add": 1, "sleep_s": sleep("b")},
+                "bind": {"value": "steps.a.value"},
+            },
+            {
+                "id": "c1",
+                "tool": "crash_work",
+                "args": {"add": 1, "sleep_s": sleep("c1")},
+                "bind": {"value": "steps.b.value"},
+            },
+            {
+                "id": "c2",
+                "tool": "crash_work",
+                "args": {"add": 2, "sleep_s": sleep("c2")},
+                "bind": {"value": "steps.b.value"},
+            },
+            {
+                "id": "d",
+                "tool": "crash_combine",
+                "args": {"sleep_s": sleep("d")},
+                "bind": {"values": "[steps.c1.value, steps.c2.value]"},
+            },
+            {
+                "id": "e",
+                "tool": "crash_work",
+                "args": {"add": 5, "sleep_s": sleep("e")},
+                "bind": {"value": "steps.d.value"},
+            },
+        ],
+        "returns": ["e"],
+    }

@@ -1,0 +1,83 @@
+"""A plan worker for the crash test, run as a subprocess so the test can SIGKILL it.
+
+    python tests/crash_worker.py --target HOST:PORT --task-queue Q [--hold]
+
+Prints ``READY`` once the worker polls, then runs until killed, SIGTERM/SIGINT, or
+the end of stdin (the test process is gone).
+With ``--hold`` it imports, connects and prints ``LOADED``, then waits for a line
+on stdin before it starts polling: a replacement worker can be warmed up while
+the plan runs and take over the moment the first one is killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import threading
+from collections.abc import Coroutine
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+# Run as a script, so make `tests.crash_tools` importable the same way the test imports it.
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from temporalio.client import Client  # noqa: E402
+
+from durable_plan.temporal import plan_worker  # noqa: E402
+from tests.crash_tools import crash_registry  # noqa: E402
+
+
+async def main(target: str, task_queue: str, namespace: str, hold: bool) -> None:
+    client = await Client.connect(target, namespace=namespace)
+    worker = plan_worker(
+        client,
+        task_queue=task_queue,
+        registry=crash_registry(),
+        # A SIGKILLed worker never tells the server it is gone: its cached workflows'
+        # next tasks go to its sticky queue and wait this long before falling back to
+        # the shared queue the replacement worker polls (default: 10 s).
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+    )
+    stop = asyncio.Event()
+    go = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def watch_stdin() -> None:
+        # A line means "go"; end of file means the test process is gone: exit too.
+        while sys.stdin.readline():
+            loop.call_soon_threadsafe(go.set)
+        loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    if hold:
+        print("LOADED", flush=True)
+        await _first(go.wait(), stop.wait())
+        if stop.is_set():
+            return
+    async with worker:
+        print("READY", flush=True)
+        await stop.wait()
+
+
+async def _first(*aws: Coroutine[Any, Any, Any]) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in tasks:
+        task.cancel()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--target", required=True, help="Temporal frontend, HOST:PORT")
+    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("--namespace", default="default")
+    parser.add_argument("--hold", action="store_true", help="poll only after a line on stdin")
+    args = parser.parse_args()
+    asyncio.run(main(args.target, args.task_queue, args.namespace, args.hold))

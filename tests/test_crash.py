@@ -1,0 +1,231 @@
+"""Kill the worker mid-step: the plan still finishes, and no completed side effect repeats.
+
+The worker runs as a subprocess (``tests/crash_worker.py``) on the session dev
+server. Each tool writes "start" and "done" lines to a side-effect log around a
+one-second sleep. When step K is in flight (and the server has every other
+started step as completed, and no workflow task outstanding) the worker is
+SIGKILLed and a replacement, warmed up beforehand, starts polling. The killed
+step's heartbeat times out after a second, Temporal retries it on the new
+worker, and the rest of the plan runs there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from durable_plan.temporal import PlanHandle, start_plan
+from tests.crash_tools import LOG_ENV, crash_plan, crash_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_SCRIPT = ROOT / "tests" / "crash_worker.py"
+STEPS = ["a", "b", "c1", "c2", "d", "e"]
+READY_TIMEOUT_S = 30.0
+KILL_POINT_TIMEOUT_S = 20.0
+RESULT_TIMEOUT_S = 60.0
+
+
+class WorkerProcess:
+    """One crash worker subprocess; its stderr goes to a file for post-mortems."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, stderr_path: Path) -> None:
+        self.proc = proc
+        self.stderr_path = stderr_path
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    async def expect(self, word: bytes) -> None:
+        assert self.proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), READY_TIMEOUT_S)
+        except TimeoutError:
+            line = b""
+        if line.strip() != word:
+            self.kill()
+            await self.proc.wait()
+            pytest.fail(
+                f"crash worker did not print {word.decode()} (exit {self.proc.returncode}):\n"
+                f"{self.stderr_tail()}"
+            )
+
+    async def release(self) -> None:
+        """Let a ``--hold`` worker start polling; returns once it polls."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"go\n")
+        await self.proc.stdin.drain()
+        await self.expect(b"READY")
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()  # SIGKILL: no shutdown, no goodbye to the server
+
+
+@contextlib.asynccontextmanager
+async def worker_processes(
+    target: str, task_queue: str, log: Path, tmp: Path
+) -> AsyncIterator[Any]:
+    """Yields ``spawn(hold=False)``; every process spawned is SIGKILLed and reaped on exit."""
+    procs: list[WorkerProcess] = []
+    env = {
+        **os.environ,
+        LOG_ENV: str(log),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+    async def spawn(hold: bool = False) -> WorkerProcess:
+        """A polling worker, or with ``hold`` one that is loaded and waits for ``release``."""
+        stderr_path = tmp / f"worker-{len(procs) + 1}.stderr"
+        cmd = [str(WORKER_SCRIPT), "--target", target, "--task-queue", task_queue]
+        with stderr_path.open("wb") as stderr:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *cmd,
+                *(["--hold"] if hold else []),
+                cwd=ROOT,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+            )
+        worker = WorkerProcess(proc, stderr_path)
+        procs.append(worker)
+        await worker.expect(b"LOADED" if hold else b"READY")
+        return worker
+
+    try:
+        yield spawn
+    finally:
+        for worker in procs:
+            worker.kill()
+        for worker in procs:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(worker.proc.wait(), 10)
+
+
+def read_log(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    lines = log.read_text().splitlines()
+    # The last line may be half-written while a worker appends to it.
+    return [json.loads(line) for line in lines if line.endswith("}")]
+
+
+def in_flight(entries: list[dict[str, Any]]) -> set[str]:
+    """Steps with a "start" line but no "done" line yet."""
+    started = {e["step"] for e in entries if e["event"] == "start"}
+    done = {e["step"] for e in entries if e["event"] == "done"}
+    return started - done
+
+
+async def only_pending_activity(handle: PlanHandle, target: str) -> bool:
+    """The server waits for ``target`` alone: no other activity, no workflow task."""
+    raw = (await handle.handle.describe()).raw_description
+    pending = {a.activity_id for a in raw.pending_activities}
+    return pending == {target} and not raw.HasField("pending_workflow_task")
+
+
+async def wait_for_kill_point(handle: PlanHandle, log: Path, target: str) -> None:
+    """Until ``target`` runs and is all the server is waiting for.
+
+    Checking the server (not only the log) makes sure every other step's
+    completion was delivered before the kill, so only ``target`` may run twice;
+    and that no workflow task is in flight, whose loss would cost the workflow
+    task timeout (10 s) rather than the heartbeat timeout.
+    """
+    deadline = time.monotonic() + KILL_POINT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        entries = read_log(log)
+        if (
+            in_flight(entries) == {target}
+            and await only_pending_activity(handle, target)
+            # Re-read: the step must still be mid-sleep when the kill lands.
+            and in_flight(read_log(log)) == {target}
+        ):
+            return
+        done = {e["step"] for e in entries if e["event"] == "done"}
+        if target in done:
+            pytest.fail(f"step {target} finished before the kill point was seen: {entries}")
+        await asyncio.sleep(0.02)
+    pytest.fail(f"step {target} never ran alone; log: {read_log(log)}")
+
+
+@pytest.mark.parametrize("killed", ["b", "c2", "e"], ids=["step2", "step4", "step6"])
+async def test_kill_worker_mid_step(
+    client: Client,
+    temporal_target: str,
+    task_queue: str,
+    workflow_id: str,
+    tmp_path: Path,
+    killed: str,
+) -> None:
+    log = tmp_path / "side-effects.jsonl"
+    async with worker_processes(temporal_target, task_queue, log, tmp_path) as spawn:
+        first = await spawn()
+        # c1 is quick, so when c2 is killed its fan-out sibling has already landed.
+        handle = await start_plan(
+            client,
+            crash_plan(fast="c1"),
+            task_queue=task_queue,
+            registry=crash_registry(),
+            workflow_id=workflow_id,
+            retry_initial_interval_s=0.2,
+        )
+        # The replacement loads while the plan runs, so it can take over at once.
+        loading = asyncio.create_task(spawn(hold=True))
+        try:
+            await wait_for_kill_point(handle, log, killed)
+        except BaseException:
+            loading.cancel()
+            with contextlib.suppress(BaseException):
+                await loading
+            raise
+        first.kill()
+        await first.proc.wait()
+        second = await loading
+        await second.release()
+        try:
+            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+        except TimeoutError:
+            pytest.fail(
+                f"plan did not finish after the crash; log: {read_log(log)}\n"
+                f"new worker stderr:\n{second.stderr_tail()}"
+            )
+
+    assert result.ok, result.ledger
+    assert [o.id for o in result.ledger] == STEPS
+    assert all(o.status == "ok" for o in result.ledger), result.ledger
+    assert result.returned == {"e": {"value": 12}}
+    assert result.outcome(killed).attempts == 2
+
+    entries = read_log(log)
+    for step in STEPS:
+        lines = [e for e in entries if e["step"] == step]
+        starts = [e for e in lines if e["event"] == "start"]
+        dones = [e for e in lines if e["event"] == "done"]
+        assert len(dones) == 1, f"step {step}: side effect ran {len(dones)} times: {lines}"
+        if step == killed:
+            assert [e["attempt"] for e in starts] == [1, 2], lines
+            assert dones[0]["attempt"] == 2, lines
+            # Attempt 1 died with the first worker; attempt 2 ran on the new one.
+            assert starts[0]["pid"] == first.proc.pid, lines
+            assert starts[1]["pid"] == dones[0]["pid"] == second.proc.pid, lines
+        else:
+            assert [e["attempt"] for e in starts] == [1], lines
+        assert {e["key"] for e in lines} == {f"{workflow_id}/{step}"}, lines
