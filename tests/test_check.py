@@ -519,3 +519,18 @@ def test_problem_str_names_step_field_and_fix() -> None:
     rejection = PlanRejected([p])
     assert isinstance(rejection, ValueError)
     assert rejection.codes == ["cycle"]
+
+
+def test_plan_fields_are_strict_not_coerced() -> None:
+    with pytest.raises(PlanRejected) as info:
+        check_plan({"steps": [{"id": "a", "tool": "t", "retries": "2"}], "final": "yes"})
+    fields = {(p.step, p.field) for p in info.value.problems}
+    assert fields == {(None, "final"), ("a", "retries")}
+
+
+def test_non_finite_numbers_in_args_are_rejected() -> None:
+    with pytest.raises(PlanRejected) as info:
+        check_plan({"steps": [{"id": "a", "tool": "t", "args": {"x": float("nan")}}]})
+    [problem] = info.value.problems
+    assert (problem.step, problem.field) == ("a", "args.x")
+    assert "finite number" in problem.message

@@ -145,18 +145,44 @@ async def test_result_properties() -> None:
         bad.outcome("nope")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="JSONata: a comparison with a missing operand is false, not 'no match', so a "
-    "misspelled field inside = picks the other branch instead of failing the step",
-)
 async def test_misspelled_field_inside_a_comparison_runs_neither_side() -> None:
+    """JSONata alone says `missing = "x"` is false and would run the other branch."""
     plan = CASES_BY_NAME["when_matched_no_value_runs_neither_side"].plan
     steps = [dict(s) for s in plan["steps"]]
     steps[2]["when"] = 'steps.triage.dept = "treasury"'
     steps[3]["when"] = '$not(steps.triage.dept = "treasury")'
     result = await execute_plan({**plan, "steps": steps}, case_invoker)
     assert result.outcome("escalate").status == "failed"
+    assert result.outcome("refund").status == "failed"
+    assert "when matched no value: steps.triage has keys desk" in (
+        result.outcome("refund").error or ""
+    )
+
+
+async def test_misspelled_field_inside_an_array_fails_instead_of_dropping() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "echo", "args": {"value": {"damage": 6}}},
+            {"id": "b", "tool": "echo", "args": {"value": {"damage": 4}}},
+            {"id": "t", "tool": "total", "bind": {"damages": "[steps.a.damage, steps.b.dmg]"}},
+        ]
+    }
+    result = await execute_plan(plan, case_invoker)
+    assert result.outcome("t").status == "failed"
+    assert "steps.b has keys damage" in (result.outcome("t").error or "")
+
+
+async def test_conditionals_and_exists_may_read_absent_fields() -> None:
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "echo", "args": {"value": {"damage": 6}}},
+            {"id": "b", "tool": "echo", "bind": {"value": "steps.a.bonus ?: 0"}},
+            {"id": "c", "tool": "echo", "bind": {"value": "$exists(steps.a.bonus)"}},
+            {"id": "d", "tool": "echo", "bind": {"value": "steps.a.bonus ? 1 : 2"}},
+        ]
+    }
+    result = await execute_plan(plan, case_invoker)
+    assert result.returned == {"a": {"damage": 6}, "b": 0, "c": False, "d": 2}
 
 
 # -- input forms ---------------------------------------------------------------------

@@ -218,6 +218,8 @@ class _Checker:
                 sid = item.get("id") if isinstance(item, Mapping) else None
                 step_name = sid if isinstance(sid, str) and sid else f"#{index + 1}"
                 loc = loc[2:]
+            # JsonValue's union members show up as path parts ("args.x.float"): drop them.
+            loc = [p for p in loc if p not in _UNION_TAGS]
             fld = ".".join(str(p) for p in loc) or None
             etype = err["type"]
             message, fix = _describe_schema_error(etype, err, fld, names[kind])
@@ -430,6 +432,11 @@ class _Checker:
                 cycle[0],
                 self.edge_fields.get(cycle[0], {}).get(cycle[1 % len(cycle)], "bind"),
             )
+
+
+_UNION_TAGS = frozenset(
+    {"str", "int", "float", "bool", "list", "dict", "list[...]", "dict[str,...]"}
+)
 
 
 def _describe_schema_error(

@@ -175,10 +175,10 @@ class PlanRun:
         try:
             if cs.when is not None:
                 matched, value = expressions.evaluate(cs.when, scope, deterministic=deterministic)
-                if not matched:
-                    raise StepError(
-                        f"when matched no value: {expressions.explain_no_match(cs.when, scope)}"
-                    )
+                missing = expressions.first_missing(cs.when, scope)
+                if not matched or missing:
+                    hint = missing or expressions.explain_no_match(cs.when, scope)
+                    raise StepError(f"when matched no value: {hint}")
                 if not isinstance(value, bool):
                     raise StepError(f"when must be true or false, got {_brief(value)}")
                 if not value:
@@ -187,11 +187,10 @@ class PlanRun:
             args = dict(cs.step.args)
             for name, expr in cs.bind.items():
                 matched, value = expressions.evaluate(expr, scope, deterministic=deterministic)
-                if not matched:
-                    raise StepError(
-                        f"binding '{name}' matched no value: "
-                        f"{expressions.explain_no_match(expr, scope)}"
-                    )
+                missing = expressions.first_missing(expr, scope)
+                if not matched or missing:
+                    hint = missing or expressions.explain_no_match(expr, scope)
+                    raise StepError(f"binding '{name}' matched no value: {hint}")
                 args[name] = value
         except StepError as exc:
             self._end(cs.id, "failed", str(exc), 0.0, 0)

@@ -46,6 +46,7 @@ class Expression:
     dynamic: tuple[str, ...]
     paths: tuple[tuple[str, ...], ...]
     functions: frozenset[str]
+    required: tuple[tuple[str, ...], ...] = ()
     _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -73,6 +74,7 @@ def parse(source: str) -> Expression:
         dynamic=tuple(analysis.dynamic),
         paths=tuple(analysis.paths),
         functions=frozenset(analysis.functions),
+        required=tuple(analysis.required),
         _cache=[compiled],
     )
 
@@ -91,8 +93,10 @@ class _Analysis:
         self.dynamic: list[str] = []
         self.paths: list[tuple[str, ...]] = []
         self.functions: set[str] = set()
+        self.required: list[tuple[str, ...]] = []
         self._seen: set[int] = set()
         self._relative = 0
+        self._optional = 0
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -117,6 +121,15 @@ class _Analysis:
         elif kind in ("wildcard", "descendant") and not self._relative:
             self.dynamic.append(str(value))
         if kind == "function" and self._visit_lookup(node):
+            return
+        if self._tests_existence(node):
+            self._optional += 1
+            try:
+                for name, child in vars(node).items():
+                    if name not in _SKIP_ATTRS and child is not None:
+                        self.visit(child)
+            finally:
+                self._optional -= 1
             return
         if kind == "path":
             if not self._visit_steps_path(node):
@@ -168,9 +181,20 @@ class _Analysis:
                     break
                 names.append(part.value)
             self.paths.append(tuple(names))
+            if not self._optional:
+                self.required.append(tuple(names))
         else:
             self.dynamic.append("steps." + str(getattr(second, "value", "?")))
         return True
+
+    @staticmethod
+    def _tests_existence(node: Any) -> bool:
+        """Conditionals (``?:``, ``??``, ``a ? b : c``) and ``$exists`` may read absent fields."""
+        kind = getattr(node, "type", None)
+        if kind == "condition":
+            return True
+        procedure = getattr(node, "procedure", None)
+        return kind == "function" and getattr(procedure, "value", None) == "exists"
 
     def _is_root(self, node: Any) -> bool:
         """``$$`` anywhere, or ``$`` where the context is still the root."""
@@ -291,6 +315,24 @@ def explain_no_match(expr: Expression, scope: Mapping[str, Any]) -> str:
             return hint
     present = ", ".join(sorted(steps)) or "none"
     return f"steps that have results: {present}"
+
+
+def first_missing(expr: Expression, scope: Mapping[str, Any]) -> str | None:
+    """Where a required path into a step that has a result stops matching, or None.
+
+    JSONata forgives a misspelled field in many places: ``steps.t.dsk = "x"`` is
+    false, ``[steps.a.damage, steps.b.dmg]`` silently drops the second item. A
+    plan must not guess, so a read of a field the step's result does not have
+    fails the step. Reads of steps that have no result (not taken, seen by a
+    ``join: any`` step) and reads inside conditionals or ``$exists`` are allowed.
+    """
+    steps = scope.get("steps", {})
+    for path in expr.required:
+        if path and path[0] in steps:
+            hint = _walk(steps, path)
+            if hint:
+                return hint
+    return None
 
 
 def _walk(steps: Mapping[str, Any], path: tuple[str, ...]) -> str | None:

@@ -26,7 +26,13 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Step(_Frozen):
+class _Input(_Frozen):
+    """What a model writes: strict, so "final": "yes" is an error, not a guess."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class Step(_Input):
     """One tool call inside a plan."""
 
     id: StepId = Field(
@@ -86,7 +92,7 @@ class Step(_Frozen):
     )
 
 
-class Plan(_Frozen):
+class Plan(_Input):
     """A DAG of tool calls, submitted in one tool call and run without the model."""
 
     steps: list[Step] = Field(min_length=1, description="The steps, in any order.")
