@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -378,3 +379,22 @@ async def _wait_for_phase(handle: Any, step_id: str, phase: str) -> list[dict[st
             return lines
         await asyncio.sleep(0.05)
     raise AssertionError(f"step {step_id} never reached {phase}: {lines}")
+
+
+async def test_tool_can_default_to_local_activities(client: Client, task_queue: str) -> None:
+    registry = ToolRegistry()
+    registry.add(CASE_TOOLS["add"], name="add", local=True)
+    plan = {"steps": [{"id": "a", "tool": "add", "args": {"a": 1, "b": 2}}]}
+    async with plan_worker(client, task_queue=task_queue, registry=registry):
+        handle = await start_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=registry,
+            start_options={"execution_timeout": timedelta(minutes=1)},
+        )
+        result = await handle.result()
+        history = await handle.handle.fetch_history()
+    assert result.returned == {"a": 3}
+    assert not any(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
+    assert any(e.HasField("marker_recorded_event_attributes") for e in history.events)

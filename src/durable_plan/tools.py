@@ -47,6 +47,7 @@ class ToolOptions:
     retries: int = DEFAULT_RETRIES
     heartbeat_timeout_s: float | None = None
     requires_approval: bool = False
+    local: bool = False
     input_schema: dict[str, Any] | None = None
     kind: ToolKind = "function"
     params: list[str] = field(default_factory=list)
@@ -105,8 +106,13 @@ class ToolRegistry:
         retries: int | None = None,
         heartbeat_timeout_s: float | None = None,
         requires_approval: bool = False,
+        local: bool = False,
     ) -> Tool:
-        """Register a Strands tool, a plain function, or a Temporal activity."""
+        """Register a Strands tool, a plain function, or a Temporal activity.
+
+        ``local=True`` runs the tool's plan steps as local activities by default:
+        for short, pure tools it saves a server round trip per step.
+        """
         tool = _to_tool(obj, name)
         options = replace(
             tool.options,
@@ -114,6 +120,7 @@ class ToolRegistry:
             retries=retries if retries is not None else tool.options.retries,
             heartbeat_timeout_s=heartbeat_timeout_s,
             requires_approval=requires_approval,
+            local=local,
         )
         tool = replace(tool, options=options)
         if tool.name in self._tools:

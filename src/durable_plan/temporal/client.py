@@ -105,9 +105,14 @@ async def start_plan(
     workflow_id: str | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    start_options: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> PlanHandle:
-    """Check, then start ``PlanWorkflow``; returns at once with a handle."""
+    """Check, then start ``PlanWorkflow``; returns at once with a handle.
+
+    ``start_options`` go to ``Client.start_workflow`` (timeouts, search attributes...);
+    ``extra`` fields go into ``PlanInput`` (``max_returned_bytes``, ``task_queue`` ...).
+    """
     request = plan_input(
         plan, registry, max_steps=max_steps, max_result_bytes=max_result_bytes, **extra
     )
@@ -116,6 +121,7 @@ async def start_plan(
         request,
         id=workflow_id or f"plan-{uuid.uuid4()}",
         task_queue=task_queue,
+        **dict(start_options or {}),
     )
     return PlanHandle(handle)
 

@@ -209,7 +209,7 @@ class PlanWorkflow:
         if not raw_activity:
             common["result_type"] = StepResponse
         try:
-            if call.local:
+            if call.local or (options.get("local") and not raw_activity):
                 handle = workflow.start_local_activity(call.tool, **common)
             else:
                 handle = workflow.start_activity(
