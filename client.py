@@ -67,6 +67,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--round", action="store_true", help="the 12-step combat round")
     parser.add_argument("--prompt", help="your own prompt (needs --live)")
     parser.add_argument("--prose", action="store_true", help="honor_final=False: prose answer")
+    parser.add_argument(
+        "--keep", action="store_true", help="with --demo: keep the server up (Ctrl-C stops it)"
+    )
     parser.add_argument("--target", default=DEFAULT_TARGET)
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     args = parser.parse_args(argv)
@@ -86,6 +89,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
                     honor_final=not args.prose,
                 )
                 show(prompt, workflow_id, output, ui)
+            if args.demo and args.keep:
+                print("The dev server and worker keep running; Ctrl-C stops them.", flush=True)
+                await asyncio.Event().wait()
+            elif args.demo:
+                print("(the demo's server stops now; --keep keeps it up to browse the UI)")
     except DevServerNotFound as exc:
         print(exc)
         return 2
@@ -100,4 +108,7 @@ async def _remote(target: str) -> AsyncIterator[tuple[Client, str | None]]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    try:
+        raise SystemExit(asyncio.run(main()))
+    except KeyboardInterrupt:
+        raise SystemExit(0) from None
