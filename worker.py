@@ -55,7 +55,10 @@ def model_factories(scripted_latency_s: float = 0.0) -> dict[str, Callable[[], A
 async def connect(target: str = DEFAULT_TARGET, **models: Callable[[], Any]) -> Client:
     """A client carrying the Strands plugin (models and the pydantic converter)."""
     factories = {**model_factories(), **models}
-    return await Client.connect(target, plugins=[StrandsPlugin(models=factories)])
+    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+    return await Client.connect(
+        target, namespace=namespace, plugins=[StrandsPlugin(models=factories)]
+    )
 
 
 def build_worker(client: Client, task_queue: str = TASK_QUEUE, **kwargs: Any) -> Worker:
