@@ -139,7 +139,7 @@ class PlanRun:
             final=final,
         )
 
-    def progress(self, running_attempts: Mapping[str, int] | None = None) -> list[Progress]:
+    def progress(self) -> list[Progress]:
         """The ledger so far, in plan order, for progress queries and live displays."""
         running = self._scheduler.running
         lines: list[Progress] = []
@@ -159,8 +159,7 @@ class PlanRun:
                 )
                 continue
             phase: Phase = "running" if sid in running else "pending"
-            attempts = (running_attempts or {}).get(sid, 0)
-            lines.append(Progress(sid, cs.step.tool, phase, cs.level, 0.0, attempts, None))
+            lines.append(Progress(sid, cs.step.tool, phase, cs.level, 0.0, 0, None))
         return lines
 
     # -- internals ------------------------------------------------------------

@@ -9,7 +9,7 @@ from these classes, so the descriptions below are written for the model.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -162,8 +162,3 @@ class PlanResult(_Frozen):
 def plan_field_names() -> dict[str, list[str]]:
     """Field names per model, for 'did you mean' hints on misspelled fields."""
     return {"plan": list(Plan.model_fields), "step": list(Step.model_fields)}
-
-
-def coerce_plan(plan: Plan | dict[str, Any]) -> Plan:
-    """Accept a Plan or a plain dict (validated; raises pydantic.ValidationError)."""
-    return plan if isinstance(plan, Plan) else Plan.model_validate(plan)

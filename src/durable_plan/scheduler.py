@@ -25,8 +25,6 @@ from collections.abc import Mapping, Sequence
 
 from durable_plan.plan import Join, OnError, StepStatus
 
-RESOLVED_BY_SCHEDULER: tuple[StepStatus, ...] = ("skipped", "not_taken")
-
 
 class Scheduler:
     """Hands out ready steps in dependency order; knows nothing about tools."""

@@ -55,14 +55,12 @@ class PlanWorkflow:
         self._run: PlanRun | None = None
         self._awaiting: set[str] = set()
         self._decisions: dict[str, ApprovalDecision] = {}
-        self._rejection: str | None = None
 
     @workflow.run
     async def run(self, request: PlanInput) -> dict[str, Any]:
         try:
             checked = self._check(request)
         except PlanRejected as exc:
-            self._rejection = str(exc)
             details = [str(p) for p in exc.problems]
             raise ApplicationError(
                 str(exc), details, type="PlanRejected", non_retryable=True
