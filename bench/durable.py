@@ -11,10 +11,15 @@ repeat) so a noisy, shared machine hits all modes alike. Three modes:
   activity    ``PlanWorkflow``, one regular activity per step
   local       the same, with ``"local": true`` on every step
 
+plus, for the chains of section 1, a bare Temporal baseline (bench/_baseline.py:
+a minimal unsandboxed workflow running D sequential no-op activities, regular
+or local) -- Temporal's own floor, so "plan - bare" is what durable-plan adds.
+
 Sections: (1) per-critical-path-step overhead on chains of instant tools, with
-a fitted slope; (2) fixed plan start cost (1-step plan), broken down from the
-workflow histories; (3) wall-clock ratio for a 12-step, depth-6 plan of
-250 ms tools; (4) PASS/FAIL against targets. Prints only; never asserts.
+a fitted slope and the bare-Temporal floor; (2) fixed plan start cost (1-step
+plan), broken down from the workflow histories; (3) wall-clock ratio for a
+12-step, depth-6 plan of 250 ms tools; (4) PASS/FAIL against targets. Prints
+only; never asserts.
 """
 
 from __future__ import annotations
@@ -30,12 +35,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
+from bench._baseline import BareChain, BareInput, bare_noop
 from durable_plan.devserver import DevServer
 from durable_plan.local import execute_plan
 from durable_plan.plan import PlanResult
@@ -46,6 +53,22 @@ from durable_plan.tools import ToolRegistry
 SLOW_S = 0.25
 MODES = ("in-process", "activity", "local")
 DURABLE_MODES = ("activity", "local")
+BARE_MODES = ("bare-activity", "bare-local")  # section 1 only
+CHAIN_MODES = (*MODES, *BARE_MODES)
+BARE_OF = {"activity": "bare-activity", "local": "bare-local"}
+
+# Worker options passed explicitly. sticky_queue_schedule_to_start_timeout is the SDK
+# default (10 s), listed so it is visible, not tuned. --worker-opt overrides/adds options.
+WORKER_OPTIONS: dict[str, Any] = {"sticky_queue_schedule_to_start_timeout": timedelta(seconds=10)}
+
+# Measured by hand with --worker-opt / --server-arg (one --quick run each, 2-core machine,
+# load 1-2.4); printed with the results, not a change to the targets.
+WORKER_OPTIONS_NOTE = """\
+Note on worker options (hand-measured, --quick, bare regular floor per step at depth 16):
+  SDK defaults 52.3 / 52.3 ms (two runs); max_concurrent_workflow_task_polls=2 52.8,
+  =10 53.5; nonsticky_to_sticky_poll_ratio=1.0 51.8, =0.05 52.4; graceful_shutdown_timeout=5s
+  52.7 (it only acts at shutdown); dev server system.enableActivityEagerExecution=true
+  53.2 / 52.4. None moves the floor beyond run-to-run noise (about +-1 ms), so none is set."""
 
 TARGET_STEP_MS = {"activity": 20.0, "local": 5.0}
 TARGET_RATIO = 1.15
@@ -147,6 +170,16 @@ class Bench:
         t_start = time.time()
         started = time.perf_counter()
         workflow_id = None
+        if mode in BARE_MODES:
+            workflow_id = f"bare-{uuid.uuid4()}"
+            request = BareInput(depth=len(plan["steps"]), local=mode == "bare-local")
+            n = await self.client.execute_workflow(
+                BareChain.run, request, id=workflow_id, task_queue=self.task_queue
+            )
+            if n != request.depth and len(self.warnings) < 5:
+                self.warnings.append(f"WARNING: a {mode} chain returned {n}, not {request.depth}")
+            wall_ms = (time.perf_counter() - started) * 1000.0
+            return Trial(mode, wall_ms, workflow_id, t_start, time.time())
         if mode == "in-process":
             result = await execute_plan(plan, REGISTRY.invoke, catalog=REGISTRY.catalog())
         else:
@@ -170,12 +203,16 @@ class Bench:
 
 
 async def interleaved(
-    bench: Bench, configs: dict[str, dict[str, Any]], repeats: int, seed: int
+    bench: Bench,
+    configs: dict[str, dict[str, Any]],
+    repeats: int,
+    seed: int,
+    modes: Sequence[str] = MODES,
 ) -> dict[tuple[str, str], list[Trial]]:
     """Every (config, mode) once per repeat, in a fresh shuffled order each repeat."""
     rng = random.Random(seed)
     trials: dict[tuple[str, str], list[Trial]] = defaultdict(list)
-    jobs = [(name, mode) for name in configs for mode in MODES]
+    jobs = [(name, mode) for name in configs for mode in modes]
     for _ in range(repeats):
         rng.shuffle(jobs)
         for name, mode in jobs:
@@ -183,10 +220,12 @@ async def interleaved(
     return trials
 
 
-def paired(trials: dict[tuple[str, str], list[Trial]], name: str, mode: str) -> list[float]:
-    """durable - in-process, per repeat (both ran within the same shuffled round)."""
-    base = trials[name, "in-process"]
-    return [d.wall_ms - b.wall_ms for d, b in zip(trials[name, mode], base, strict=True)]
+def paired(
+    trials: dict[tuple[str, str], list[Trial]], name: str, mode: str, base: str = "in-process"
+) -> list[float]:
+    """mode - base (default: durable - in-process), per repeat (same shuffled round)."""
+    pairs = zip(trials[name, mode], trials[name, base], strict=True)
+    return [d.wall_ms - b.wall_ms for d, b in pairs]
 
 
 # -- histories -----------------------------------------------------------------------------
@@ -272,26 +311,35 @@ async def main_async(args: argparse.Namespace) -> None:
     depths: list[int] = [1, 4, 16] if args.quick else [1, 2, 4, 8, 16]
     repeats: int = args.repeats or (5 if args.quick else 15)
     slow_trials: int = args.trials or (3 if args.quick else 7)
+    worker_options = {**WORKER_OPTIONS, **dict(args.worker_opt or [])}
     t0 = time.perf_counter()
     load_before = os.getloadavg()[0]
-    with DevServer(headless=True) as server:
+    with DevServer(headless=True, extra_args=args.server_arg or ()) as server:
         client = await server.connect()
         task_queue = f"bench-durable-{uuid.uuid4().hex[:8]}"
-        async with plan_worker(client, task_queue=task_queue, registry=REGISTRY):
+        async with plan_worker(
+            client,
+            task_queue=task_queue,
+            registry=REGISTRY,
+            workflows=[BareChain],
+            activities=[bare_noop],
+            **worker_options,
+        ):
             bench = Bench(client, task_queue)
-            for _ in range(2):  # warm-up: sandbox imports, connections, caches
-                for mode in MODES:
+            for _ in range(2):  # warm-up: imports, connections, caches
+                for mode in CHAIN_MODES:
                     await bench.run(chain(4), mode)
                     await bench.run(chain(1), mode)
 
             chains = {f"d{d}": chain(d) for d in depths}
-            fast = await interleaved(bench, chains, repeats, seed=1)
+            fast = await interleaved(bench, chains, repeats, seed=1, modes=CHAIN_MODES)
             combat = await interleaved(bench, {"combat": combat_round()}, slow_trials, seed=2)
 
             deepest = f"d{depths[-1]}"
+            hist_modes = (*DURABLE_MODES, *BARE_MODES)
             chain_hist = {
                 m: [segments(await history(client, t.workflow_id or "")) for t in fast[deepest, m]]
-                for m in DURABLE_MODES
+                for m in hist_modes
             }
             start_parts = await start_breakdown(client, fast["d1", "activity"])
     elapsed = time.perf_counter() - t0
@@ -305,6 +353,12 @@ async def main_async(args: argparse.Namespace) -> None:
     print(
         f"machine: {os.cpu_count()} cores, 1-min load average {load_before:.1f} at start, "
         f"{load_after:.1f} at end (durable numbers include the dev server's CPU)"
+    )
+    print(
+        "worker options: "
+        + ", ".join(f"{k}={v}" for k, v in worker_options.items())
+        + " (the rest SDK defaults)"
+        + (f"; dev server args: {' '.join(args.server_arg)}" if args.server_arg else "")
     )
     for w in bench.warnings:
         print(w)
@@ -325,22 +379,52 @@ async def main_async(args: argparse.Namespace) -> None:
     header = ["depth", "inproc", "p90", "activ", "p90", "local", "p90"]
     table([*header, "act/step", "p90", "loc/step", "p90"], rows)
     print("   (x/step = paired (durable - in-process) / depth, ms)")
-    medians = {m: [(d, med([t.wall_ms for t in fast[f"d{d}", m]])) for d in depths] for m in MODES}
+    medians = {
+        m: [(d, med([t.wall_ms for t in fast[f"d{d}", m]])) for d in depths] for m in CHAIN_MODES
+    }
     fits = {m: fit(points) for m, points in medians.items()}
     frows: list[list[object]] = []
-    for mode in MODES:
+    for mode in CHAIN_MODES:
         slope, icpt = fits[mode]
         extra_slope = slope - fits["in-process"][0]
         extra_icpt = icpt - fits["in-process"][1]
         frows.append([mode, slope, icpt, extra_slope, extra_icpt])
-        if mode in DURABLE_MODES:
+        if mode != "in-process":
             per_step[mode] = extra_slope
     print("   Fit of median wall ms vs depth (ms):")
     table(["mode", "slope/step", "intercept", "extra/step", "extra fixed"], frows)
 
-    hist_modes = DURABLE_MODES
+    print("   Temporal floor: bare workflow of no-op activities vs PlanWorkflow, ms per step")
+    print("   (paired with in-process / with bare in the same round; median over repeats)")
+    brows: list[list[object]] = []
+    floor: dict[str, float] = {}
+    added: dict[str, float] = {}
+    for d in depths:
+        name = f"d{d}"
+        brow: list[object] = [d]
+        for mode in DURABLE_MODES:
+            bare = med([x / d for x in paired(fast, name, BARE_OF[mode])])
+            plan = med([x / d for x in paired(fast, name, mode)])
+            extra = med([x / d for x in paired(fast, name, mode, base=BARE_OF[mode])])
+            brow += [bare, plan, extra]
+            if name == deepest:
+                floor[mode], added[mode] = bare, extra
+        brows.append(brow)
+    table(
+        ["depth", "bare act", "plan act", "plan-bare", "bare loc", "plan loc", "plan-bare"],
+        brows,
+    )
+    print(
+        "   fitted slopes: bare "
+        + ", ".join(f"{m} {per_step[BARE_OF[m]]:.1f}" for m in DURABLE_MODES)
+        + "; plan - bare "
+        + ", ".join(f"{m} {per_step[m] - per_step[BARE_OF[m]]:.1f}" for m in DURABLE_MODES)
+        + " ms/step"
+    )
+
     print(f"   Server history of the depth-{depths[-1]} chains, ms per step (median):")
     keys = ["wft queue", "wft on worker", "activity queue", "activity run"]
+    print("   (bare-local has no activity events: its steps are markers inside workflow tasks)")
     hrows: list[list[object]] = []
     for k in keys:
         hrows.append([k] + [med([h[k] / depths[-1] for h in chain_hist[m]]) for m in hist_modes])
@@ -382,12 +466,29 @@ async def main_async(args: argparse.Namespace) -> None:
             f"{value:.1f} ms at depth {depths[-1]} (target < {TARGET_STEP_MS[mode]:g} ms; "
             f"fitted slope {per_step[mode]:.1f} ms)"
         )
+    print(
+        f"INFO  Temporal floor per step: {floor['activity']:.1f} ms (regular), "
+        f"{floor['local']:.1f} ms (local); durable-plan adds {added['activity']:.1f} ms / "
+        f"{added['local']:.1f} ms (median paired plan - bare, depth {depths[-1]})"
+    )
     for mode in DURABLE_MODES:
         ok = ratios[mode] < TARGET_RATIO
         print(
             f"{'PASS' if ok else 'FAIL'}  250 ms plan durable/in-process, {mode}: "
             f"{ratios[mode]:.3f} (target < {TARGET_RATIO})"
         )
+    print(f"\n{WORKER_OPTIONS_NOTE}")
+
+
+def worker_opt(text: str) -> tuple[str, Any]:
+    """NAME=VALUE; *_timeout values are seconds, others int or float."""
+    name, _, raw = text.partition("=")
+    if name.endswith("_timeout"):
+        return name, timedelta(seconds=float(raw))
+    try:
+        return name, int(raw)
+    except ValueError:
+        return name, float(raw)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -395,6 +496,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="a ~30 s run with fewer repeats")
     parser.add_argument("--repeats", type=int, default=0, help="repeats per chain config")
     parser.add_argument("--trials", type=int, default=0, help="trials of the 250 ms plan")
+    parser.add_argument(
+        "--worker-opt",
+        type=worker_opt,
+        action="append",
+        metavar="NAME=VALUE",
+        help="extra Worker option, e.g. max_concurrent_workflow_task_polls=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        metavar="ARG",
+        help="extra `temporal server start-dev` argument (repeatable; use --server-arg=ARG)",
+    )
     asyncio.run(main_async(parser.parse_args(argv)))
 
 

@@ -1,0 +1,56 @@
+"""Bare Temporal baseline for bench/durable.py: D sequential no-op activities, nothing else.
+
+Lives in its own importable module because ``python -m bench.durable`` runs that file as
+``__main__``, and a workflow class must be importable by the worker under a stable name.
+Unsandboxed like ``PlanWorkflow`` so the comparison isolates durable-plan's own work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+
+BARE_WORKFLOW_NAME = "BareChain"
+
+# The same timeout and retry shape PlanWorkflow gives a step (bench passes 0.1 s initial).
+_TIMEOUT = timedelta(seconds=60)
+_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=0.1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+)
+
+
+@dataclass
+class BareInput:
+    depth: int
+    local: bool
+
+
+@activity.defn(name="bare_noop")
+async def bare_noop(n: int) -> int:
+    """A no-op step: returns n + 1."""
+    return n + 1
+
+
+@workflow.defn(name=BARE_WORKFLOW_NAME, sandboxed=False)
+class BareChain:
+    """``depth`` sequential no-op activities, each fed the previous result."""
+
+    @workflow.run
+    async def run(self, request: BareInput) -> int:
+        n = 0
+        for _ in range(request.depth):
+            if request.local:
+                n = await workflow.execute_local_activity(
+                    bare_noop, n, start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY
+                )
+            else:
+                n = await workflow.execute_activity(
+                    bare_noop, n, start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY
+                )
+        return n
