@@ -121,7 +121,9 @@ async def start_plan(
         request,
         id=workflow_id or f"plan-{uuid.uuid4()}",
         task_queue=task_queue,
-        **dict(start_options or {}),
+        # A worker for this queue in this process gets the first workflow task in the
+        # start response, saving a server round trip; elsewhere it is a no-op.
+        **{"request_eager_start": True, **dict(start_options or {})},
     )
     return PlanHandle(handle)
 
