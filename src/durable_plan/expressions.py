@@ -244,10 +244,27 @@ def _refuse(name: str, reason: str) -> Any:
     return refuse
 
 
-def _instance(expr: Expression, *, reuse: bool) -> Any:
-    compiled = expr._cache[0] if reuse and expr._cache else jsonata.Jsonata(expr.source)
+def _instance(expr: Expression, *, deterministic: bool) -> Any:
+    """The expression's parsed instance, made current and stripped of unsafe functions.
+
+    The instance parsed at check time is reused (parsing costs more than
+    evaluating). jsonata applies lambdas through a thread-local "current
+    instance" that each construction overwrites, so it is pointed back at this
+    one before every evaluation; the environment is rebound per evaluation, so
+    the result depends only on the expression and the scope.
+    """
+    if not expr._cache:
+        expr._cache.append(jsonata.Jsonata(expr.source))
+    compiled = expr._cache[0]
+    jsonata.Jsonata.CURRENT.jsonata = compiled
     compiled.set_output_convert_nulls(False)
     compiled.register_lambda("eval", _refuse("eval", "plans must be readable before they run"))
+    for name in sorted(NONDETERMINISTIC):
+        if deterministic:
+            reason = "durable plans must replay identically; pass values in args"
+            compiled.register_lambda(name, _refuse(name, reason))
+        else:
+            compiled.register_function(name, jsonata.Jsonata.static_frame.lookup(name))
     return compiled
 
 
@@ -259,15 +276,10 @@ def evaluate(
 ) -> tuple[bool, Any]:
     """Evaluate over ``scope``; returns (matched, value) with JSON values only.
 
-    ``deterministic=True`` (workflow code) builds a fresh instance per call and
-    refuses the clock and random functions, so replay sees identical results.
+    ``deterministic=True`` (workflow code) refuses the clock and random
+    functions, so replay sees identical results.
     """
-    compiled = _instance(expr, reuse=not deterministic)
-    if deterministic:
-        for name in sorted(NONDETERMINISTIC):
-            compiled.register_lambda(
-                name, _refuse(name, "durable plans must replay identically; pass values in args")
-            )
+    compiled = _instance(expr, deterministic=deterministic)
     try:
         raw = compiled.evaluate(scope)
     except StepError:
