@@ -15,13 +15,14 @@ from typing import Any
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.engine import PlanRun, StepCall
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.tools import ToolRegistry
 
 Invoker = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 async def execute_plan(
     plan: Plan | Mapping[str, Any] | str,
-    invoker: Invoker,
+    invoker: Invoker | ToolRegistry,
     *,
     catalog: ToolCatalog | Iterable[ToolSpec | str] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -32,8 +33,15 @@ async def execute_plan(
 
     Raises ``PlanRejected`` (listing every problem) before any tool runs if the
     plan is bad. Tool failures, timeouts and bad bindings are step failures in
-    the returned ledger, never exceptions.
+    the returned ledger, never exceptions. Given a ``ToolRegistry``, its tools'
+    input schemas and timeouts apply unless ``catalog`` / ``tool_timeouts`` say
+    otherwise.
     """
+    if isinstance(invoker, ToolRegistry):
+        registry = invoker
+        catalog = catalog if catalog is not None else registry.catalog()
+        tool_timeouts = tool_timeouts if tool_timeouts is not None else registry.timeouts()
+        invoker = registry.invoke
     checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
     return await run_checked(
         checked, invoker, tool_timeouts=tool_timeouts, default_timeout_s=default_timeout_s

@@ -117,7 +117,9 @@ class WorkflowPlanPlugin(Plugin):
             if durable:
                 result = await self._run_child(checked, registry, tool_use_id)
             else:
-                result = await run_checked(checked, registry.invoke)
+                result = await run_checked(
+                    checked, registry.invoke, tool_timeouts=registry.timeouts()
+                )
         except PlanRejected as exc:
             return _error(tool_use_id, str(exc))
         except _PlanFailed as exc:

@@ -165,6 +165,10 @@ class ToolRegistry:
             name: replace(t.options, input_schema=t.input_schema) for name, t in self._tools.items()
         }
 
+    def timeouts(self) -> dict[str, float]:
+        """Per-tool timeouts, so a hung tool fails its step in-process too."""
+        return {name: t.options.timeout_s for name, t in self._tools.items()}
+
     async def invoke(self, name: str, args: dict[str, Any]) -> Any:
         """An ``Invoker`` for the in-process runner."""
         return await self.get(name).invoke(args)
