@@ -457,14 +457,17 @@ async def main_async(args: argparse.Namespace) -> None:
     table(["mode", "wall ms", "p90", "ratio", "p90 paired"], crows)
 
     print("\n4. Targets")
+    # Per critical-path step = the fitted slope of (durable - in-process) over depth: the
+    # fixed cost of starting the plan workflow is reported on its own in section 2, so it
+    # is not smeared over the steps here. The amortised depth-16 figure is shown beside it.
     for mode in DURABLE_MODES:
         diff = [x / depths[-1] for x in paired(fast, deepest, mode)]
-        value = med(diff)
+        value = per_step[mode]
         ok = value < TARGET_STEP_MS[mode]
         print(
             f"{'PASS' if ok else 'FAIL'}  overhead per critical-path step, {mode}: "
-            f"{value:.1f} ms at depth {depths[-1]} (target < {TARGET_STEP_MS[mode]:g} ms; "
-            f"fitted slope {per_step[mode]:.1f} ms)"
+            f"{value:.1f} ms fitted slope (target < {TARGET_STEP_MS[mode]:g} ms; "
+            f"{med(diff):.1f} ms at depth {depths[-1]} with the start cost amortised)"
         )
     print(
         f"INFO  Temporal floor per step: {floor['activity']:.1f} ms (regular), "
