@@ -1,37 +1,6 @@
 """Test helpers: a deterministic scripted Strands model and history helpers."""
 
-from .scripted_model import (
-    MODEL_ACTIVITY_NAMES,
-    SKIPPED,
-    ScriptedModel,
-    ScriptError,
-    ScriptExhaustedError,
-    StructuredOutput,
-    Text,
-    ToolCall,
-    Turn,
-    TurnLike,
-    call,
-    model_calls,
-    output,
-    say,
-    turn,
-)
+from durable_plan.testing import scripted_model
+from durable_plan.testing.scripted_model import *  # noqa: F403  (the names in __all__)
 
-__all__ = [
-    "MODEL_ACTIVITY_NAMES",
-    "SKIPPED",
-    "ScriptError",
-    "ScriptExhaustedError",
-    "ScriptedModel",
-    "StructuredOutput",
-    "Text",
-    "ToolCall",
-    "Turn",
-    "TurnLike",
-    "call",
-    "model_calls",
-    "output",
-    "say",
-    "turn",
-]
+__all__ = list(scripted_model.__all__)
