@@ -59,14 +59,12 @@ class PlanWorkflow:
     @workflow.run
     async def run(self, request: PlanInput) -> dict[str, Any]:
         try:
-            checked = self._check(request)
+            return await self._execute(self._check(request), request)
         except PlanRejected as exc:
             details = [str(p) for p in exc.problems]
             raise ApplicationError(
                 str(exc), details, type="PlanRejected", non_retryable=True
             ) from None
-        try:
-            return await self._execute(checked, request)
         except (ApplicationError, asyncio.CancelledError):
             raise
         except Exception as exc:  # an engine bug must fail the plan, not the task forever
