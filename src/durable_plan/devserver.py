@@ -106,7 +106,8 @@ def _not_found(name: str, env_var: str, explicit: str | Path | None) -> DevServe
     venv = Path(sys.executable).parent
     return DevServerNotFound(
         f"No {name} binary found (looked at ${env_var}, {venv}/{name} and PATH); "
-        f"{fix}  (or set {env_var}=/path/to/{name})."
+        f"{fix}  (or set {env_var}=/path/to/{name}; with internet access the Temporal SDK "
+        "can also download one: temporalio.testing.WorkflowEnvironment.start_local())."
     )
 
 
