@@ -398,3 +398,28 @@ async def test_tool_can_default_to_local_activities(client: Client, task_queue: 
     assert result.returned == {"a": 3}
     assert not any(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
     assert any(e.HasField("marker_recorded_event_attributes") for e in history.events)
+
+
+@activity.defn(name="legacy_lookup")
+async def legacy_lookup(key: str, default: str = "none") -> dict[str, str]:
+    """An activity a worker already had, planned as it is (positional arguments)."""
+    return {"key": key, "value": default}
+
+
+async def test_existing_activity_runs_as_a_step(client: Client, task_queue: str) -> None:
+    registry = ToolRegistry([legacy_lookup])
+    registry.add(CASE_TOOLS["echo"], name="echo")
+    plan = {
+        "steps": [
+            {"id": "k", "tool": "echo", "args": {"value": "colour"}},
+            {
+                "id": "l",
+                "tool": "legacy_lookup",
+                "bind": {"key": "steps.k"},
+                "args": {"default": "red"},
+            },
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=registry):
+        result = await run_plan(client, plan, task_queue=task_queue, registry=registry)
+    assert result.returned["l"] == {"key": "colour", "value": "red"}

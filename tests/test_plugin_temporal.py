@@ -209,6 +209,23 @@ async def test_gated_step_pauses_then_approved(agent_client: Client, task_queue:
     assert json.loads(output.answer)["damage"] == {"hp_after": 1, "defeated": False}
 
 
+async def test_strands_intervention_gates_a_durable_step(
+    agent_client: Client, task_queue: str
+) -> None:
+    """A HumanInTheLoop gate on the agent reaches inside the plan: the step waits for a person."""
+    allowed = ["submit_workflow_plan", "look_up_monster", "roll_attack"]
+    async with build_worker(agent_client, task_queue):
+        handle = await start(
+            agent_client, task_queue, "final attack", plannable=["*"], hitl_allowed_tools=allowed
+        )
+        child = await _wait_for_approval(agent_client, f"{handle.id}/plan/tooluse_0_0", "damage")
+        lines = {line["id"]: line["phase"] for line in await child.query("progress")}
+        assert lines == {"lookup": "ok", "attack": "ok", "damage": "awaiting_approval"}
+        await child.execute_update("decide_step", {"step_id": "damage", "approved": True})
+        output = await handle.result()
+    assert json.loads(output.answer)["damage"] == {"hp_after": 1, "defeated": False}
+
+
 async def test_gated_step_pauses_then_rejected(agent_client: Client, task_queue: str) -> None:
     async with build_worker(agent_client, task_queue):
         handle = await start(

@@ -16,6 +16,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from strands.vended_interventions.hitl import HumanInTheLoop
     from temporalio.strands_agents import TemporalAgent
 
     from activities.game_master import GAME_TOOLS
@@ -39,6 +40,9 @@ class GameMasterInput:
     honor_final: bool = True
     plannable: list[str] | None = None
     approval_required: list[str] = field(default_factory=list)
+    # Tools that run without a person's approval; every other tool is gated by Strands'
+    # HumanInTheLoop intervention (None: no intervention).
+    hitl_allowed_tools: list[str] | None = None
 
 
 @dataclass
@@ -60,11 +64,15 @@ class GameMasterWorkflow:
             honor_final=request.honor_final,
             approval_required=request.approval_required,
         )
+        interventions = []
+        if request.hitl_allowed_tools is not None:
+            interventions.append(HumanInTheLoop(allowed_tools=request.hitl_allowed_tools))
         agent = TemporalAgent(
             model=request.model,
             system_prompt=SYSTEM_PROMPT,
             tools=durable_tools(GAME_TOOLS),
             plugins=[plugin],
+            interventions=interventions,
             callback_handler=None,
             start_to_close_timeout=timedelta(seconds=120),
             retry_policy=RetryPolicy(maximum_attempts=3),
