@@ -46,6 +46,19 @@ BAD_PLAN = {
     ]
 }
 
+SKELETON_PLAN = {
+    "steps": [
+        {"id": "attack", "tool": "roll_attack", "args": {"armour": 13}},
+        {
+            "id": "damage",
+            "tool": "apply_damage",
+            "args": {"monster": "skeleton"},
+            "bind": {"damage": "steps.attack.damage"},
+        },
+    ],
+    "returns": ["damage"],
+}
+
 SCRIPTS: dict[str, list[TurnLike]] = {
     "final attack": [call("submit_workflow_plan", **ATTACK_PLAN)],
     "prose attack": [call("submit_workflow_plan", **ATTACK_PLAN), say("The goblin reels.")],
@@ -68,6 +81,11 @@ SCRIPTS: dict[str, list[TurnLike]] = {
         say("The ogre staggers."),
     ],
     ROUND_PROMPT: [call("submit_workflow_plan", **ROUND_PLAN)],
+    "look first": [
+        call("look_up_monster", name="skeleton"),
+        call("submit_workflow_plan", **SKELETON_PLAN),
+        say("The skeleton takes 6 and has 7 hp left."),
+    ],
 }
 
 
@@ -126,6 +144,25 @@ async def test_final_plan_ends_the_turn_after_one_model_call(
     assert child_ids(history) == [f"{handle.id}/plan/tooluse_0_0"]
     child = agent_client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
     assert (await child.describe()).workflow_type == "PlanWorkflow"
+
+
+async def test_direct_tool_calls_and_plans_mix(agent_client: Client, task_queue: str) -> None:
+    """The model reads one result itself, then plans the mechanical rest (as live models do)."""
+    output, history, _ = await converse(agent_client, task_queue, "look first")
+    assert model_calls(history) == 3
+    assert output.answer == "The skeleton takes 6 and has 7 hp left."
+    direct = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "look_up_monster"
+    ]
+    assert len(direct) == 1
+    second = json.loads(model_inputs(history)[1])["messages"]
+    [looked] = [b["toolResult"] for m in second for b in m["content"] if "toolResult" in b]
+    assert looked["content"][0]["json"] == {"name": "skeleton", "hp": 13, "armour": 13}
+    third = model_inputs(history)[2]
+    assert '"hp_after":7' in third.replace(" ", "")
 
 
 async def test_honor_final_false_asks_once_more(agent_client: Client, task_queue: str) -> None:
