@@ -289,11 +289,33 @@ async def test_progress_query_reports_the_ledger_so_far(client: Client, task_que
         phases = {line["id"]: line["phase"] for line in lines}
         assert phases == {"fast": "ok", "wait": "running", "last": "pending"}
         assert lines[0]["attempts"] == 1
+        assert lines[1]["attempts"] == 1  # live, from the server's pending activities
         result = await handle.result()
         final = await handle.progress()
     assert result.ok
     assert [line["phase"] for line in final] == ["ok", "ok", "ok"]
     assert final[1]["duration_ms"] >= 1400
+
+
+async def test_progress_shows_live_attempts_of_a_retrying_step(
+    client: Client, task_queue: str
+) -> None:
+    plan = {"steps": [{"id": "f", "tool": "flaky", "args": {"key": "k", "succeed_on": 3}}]}
+    async with durable_worker(client, task_queue):
+        handle = await start_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, retry_initial_interval_s=1.0
+        )
+        deadline = time.monotonic() + 15
+        line: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            [line] = await handle.progress()
+            if line["attempts"] >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert line["phase"] == "running" and line["attempts"] >= 2
+        assert "transient failure on attempt" in (line["error"] or "")
+        result = await handle.result()
+    assert result.outcome("f").attempts == 3
 
 
 async def test_each_step_gets_an_idempotency_key(client: Client, task_queue: str) -> None:

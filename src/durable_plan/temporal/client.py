@@ -81,8 +81,23 @@ class PlanHandle:
         return result.model_copy(update={"returned": {k: result.returned[k] for k in order}})
 
     async def progress(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self.handle.query("progress")
-        return result
+        """The ledger so far; running steps carry their live attempt and last failure.
+
+        The workflow only learns an activity's attempts when it ends, so for
+        steps still running the server's pending-activity view (activity id =
+        step id) fills in the current attempt and the error of the last one.
+        """
+        lines: list[dict[str, Any]] = await self.handle.query("progress")
+        if any(line["phase"] == "running" for line in lines):
+            description = await self.handle.describe()
+            pending = {p.activity_id: p for p in description.raw_description.pending_activities}
+            for line in lines:
+                info = pending.get(line["id"])
+                if line["phase"] == "running" and info is not None:
+                    line["attempts"] = info.attempt
+                    if info.HasField("last_failure"):
+                        line["error"] = info.last_failure.message
+        return lines
 
     async def decide(self, step_id: str, approved: bool, reason: str = "") -> str:
         """Approve or reject a step that is awaiting approval (ValueError if it is not)."""
