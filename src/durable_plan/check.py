@@ -45,6 +45,11 @@ class ToolCatalog:
         items = [s if isinstance(s, ToolSpec) else ToolSpec(s) for s in specs]
         return cls({s.name: s for s in items})
 
+    @classmethod
+    def from_schemas(cls, schemas: Mapping[str, Mapping[str, Any] | None]) -> ToolCatalog:
+        """Every named tool plannable, with its input schema (the durable tool table's view)."""
+        return cls({name: ToolSpec(name, schema) for name, schema in schemas.items()})
+
     @property
     def plannable(self) -> list[str]:
         return sorted(name for name, spec in self.tools.items() if spec.refused is None)

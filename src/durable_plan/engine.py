@@ -102,11 +102,7 @@ class PlanRun:
         except StepError as exc:
             tool = self._checked.steps[step_id].step.tool
             self.record_failure(
-                step_id,
-                f"tool '{tool}' returned a non-JSON value: {exc}; return dicts, lists, "
-                "strings, numbers, booleans or null",
-                duration_ms=duration_ms,
-                attempts=attempts,
+                step_id, non_json_message(tool, exc), duration_ms=duration_ms, attempts=attempts
             )
             return
         self._results[step_id] = value
@@ -236,6 +232,14 @@ class PlanRun:
                     level=cs.level,
                     error=self._scheduler.reason(sid),
                 )
+
+
+def non_json_message(tool: str, exc: StepError) -> str:
+    """The one wording of a non-JSON result, for both runners."""
+    return (
+        f"tool '{tool}' returned a non-JSON value: {exc}; return dicts, lists, strings, "
+        "numbers, booleans or null"
+    )
 
 
 def as_json(value: Any, *, _depth: int = 0) -> Any:

@@ -22,7 +22,7 @@ from strands.hooks import AfterToolsEvent
 from strands.plugins import Plugin
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check import ToolSpec as CatalogSpec
@@ -31,8 +31,8 @@ from durable_plan.local import run_checked
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
-from durable_plan.temporal.client import tool_table
-from durable_plan.temporal.messages import PlanInput
+from durable_plan.temporal.client import checked_input, tool_table
+from durable_plan.temporal.messages import failure_message
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import APPROVAL_REFUSAL, ToolRegistry, matches_patterns
 
@@ -147,10 +147,11 @@ class WorkflowPlanPlugin(Plugin):
             if spec.name == PLAN_TOOL_NAME:
                 continue
             refused = spec.refused
-            if refused is None and self.is_gated(spec.name, registry) and not durable:
-                refused = APPROVAL_REFUSAL
-            if refused == APPROVAL_REFUSAL and durable:
-                refused = None
+            if refused == APPROVAL_REFUSAL or (
+                refused is None and self.is_gated(spec.name, registry)
+            ):
+                # A durable plan pauses the gated step for a person; in-process it cannot.
+                refused = None if durable else APPROVAL_REFUSAL
             specs[spec.name] = CatalogSpec(spec.name, spec.input_schema, refused)
         return ToolCatalog(specs)
 
@@ -180,14 +181,12 @@ class WorkflowPlanPlugin(Plugin):
         tools = tool_table(registry)
         for name, options in tools.items():
             options["requires_approval"] = self.is_gated(name, registry)
-        request = PlanInput(
-            plan=checked.plan.model_dump(mode="json", exclude_defaults=True),
-            tools=tools,
-            max_steps=self.max_steps,
-            task_queue=self.task_queue,
+        limits = (
+            {} if self.max_result_bytes is None else {"max_result_bytes": self.max_result_bytes}
         )
-        if self.max_result_bytes is not None:
-            request.max_result_bytes = self.max_result_bytes
+        request = checked_input(
+            checked, tools, max_steps=self.max_steps, task_queue=self.task_queue, **limits
+        )
         parent = workflow.info()
         try:
             raw = await workflow.execute_child_workflow(
@@ -198,9 +197,7 @@ class WorkflowPlanPlugin(Plugin):
                 result_type=dict,
             )
         except ChildWorkflowError as exc:
-            cause = exc.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
-            raise _PlanFailed(message) from None
+            raise _PlanFailed(failure_message(exc)) from None
         return PlanResult.model_validate(raw)
 
 

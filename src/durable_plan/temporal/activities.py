@@ -21,7 +21,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_plan.engine import as_json
+from durable_plan.engine import as_json, non_json_message
 from durable_plan.errors import StepError
 from durable_plan.local import describe_exception
 from durable_plan.temporal.messages import StepRequest, StepResponse
@@ -77,11 +77,9 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
         try:
             value = as_json(raw)
         except StepError as exc:
-            message = (
-                f"tool '{tool.name}' returned a non-JSON value: {exc}; return dicts, lists, "
-                "strings, numbers, booleans or null"
-            )
-            raise failure(message, "NonJsonResult", retryable=False) from None
+            raise failure(
+                non_json_message(tool.name, exc), "NonJsonResult", retryable=False
+            ) from None
         text = json.dumps(value, separators=(",", ":"))
         size = len(text.encode())
         if size > request.max_result_bytes:

@@ -14,10 +14,10 @@ from typing import Any
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from durable_plan.local import describe_exception
-from durable_plan.temporal.messages import StepRequest, StepResponse
+from durable_plan.temporal.messages import StepRequest, StepResponse, failure_message
 from durable_plan.tools import Tool, ToolRegistry
 
 
@@ -59,8 +59,7 @@ class DurableTool(AgentTool):
             else:
                 value = await self._tool.invoke(args)
         except ActivityError as exc:
-            cause = exc.cause
-            text = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
+            text = failure_message(exc)
             return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
         except Exception as exc:
             text = describe_exception(exc)

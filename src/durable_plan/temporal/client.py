@@ -18,11 +18,15 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import ApplicationError
 
-from durable_plan.check import ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
-from durable_plan.temporal.messages import DEFAULT_MAX_RESULT_BYTES, ApprovalDecision, PlanInput
+from durable_plan.temporal.messages import (
+    DEFAULT_MAX_RESULT_BYTES,
+    ApprovalDecision,
+    PlanInput,
+    failure_message,
+)
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolOptions, ToolRegistry
 
@@ -47,15 +51,19 @@ def plan_input(
 ) -> PlanInput:
     """Check ``plan`` against the tools (raises ``PlanRejected``) and build the workflow input."""
     tools = tool_table(registry)
-    catalog = ToolCatalog({n: ToolSpec(n, o.get("input_schema")) for n, o in tools.items()})
+    catalog = ToolCatalog.from_schemas({n: o.get("input_schema") for n, o in tools.items()})
     checked = check_plan(plan, catalog=catalog, max_steps=max_steps, durable=True)
-    return PlanInput(
-        plan=checked.plan.model_dump(mode="json", exclude_defaults=True),
-        tools=tools,
-        max_steps=max_steps,
-        max_result_bytes=max_result_bytes,
-        **extra,
+    return checked_input(
+        checked, tools, max_steps=max_steps, max_result_bytes=max_result_bytes, **extra
     )
+
+
+def checked_input(
+    checked: CheckedPlan, tools: dict[str, dict[str, Any]], **fields: Any
+) -> PlanInput:
+    """The workflow input for a plan the caller has already checked."""
+    plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
+    return PlanInput(plan=plan, tools=tools, **fields)
 
 
 @dataclass
@@ -72,9 +80,7 @@ class PlanHandle:
         try:
             raw = await self.handle.result()
         except WorkflowFailureError as exc:
-            cause = exc.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or exc)
-            raise PlanFailed(message) from exc
+            raise PlanFailed(failure_message(exc)) from exc
         result = PlanResult.model_validate(raw)
         # The data converter may sort keys; give results back in plan order.
         order = [o.id for o in result.ledger if o.id in result.returned]
@@ -106,8 +112,7 @@ class PlanHandle:
                 "decide_step", ApprovalDecision(step_id, approved, reason)
             )
         except WorkflowUpdateFailedError as exc:
-            cause = exc.cause
-            raise ValueError(getattr(cause, "message", None) or str(cause or exc)) from None
+            raise ValueError(failure_message(exc)) from None
         return result
 
 

@@ -16,6 +16,13 @@ DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
 
 
+def failure_message(exc: BaseException) -> str:
+    """The text a person or model can act on, from a Temporal failure's innermost cause."""
+    cause = getattr(exc, "cause", None) or exc
+    message = getattr(cause, "message", None)
+    return message if isinstance(message, str) and message else str(cause)
+
+
 @dataclass
 class StepRequest:
     """What a tool activity receives: the step's arguments plus where it runs."""

@@ -31,7 +31,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+    from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
     from durable_plan.engine import PlanRun, StepCall
     from durable_plan.errors import PlanRejected
     from durable_plan.temporal.messages import (
@@ -119,11 +119,8 @@ class PlanWorkflow:
     def _check(self, request: PlanInput) -> CheckedPlan:
         catalog = None
         if request.tools:
-            catalog = ToolCatalog(
-                {
-                    name: ToolSpec(name, opts.get("input_schema"))
-                    for name, opts in request.tools.items()
-                }
+            catalog = ToolCatalog.from_schemas(
+                {name: opts.get("input_schema") for name, opts in request.tools.items()}
             )
         return check_plan(request.plan, catalog=catalog, max_steps=request.max_steps, durable=True)
 
