@@ -150,6 +150,8 @@ def test_every_problem_code_is_tested() -> None:
         "dynamic_reference",
         "returns",
         "cycle",
+        "limit",  # tests/test_hostile_check.py
+        "unknown_name",  # tests/test_hostile_check.py
     }
     assert tested == set(get_args(ProblemCode))
 

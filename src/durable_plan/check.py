@@ -20,8 +20,16 @@ import jsonschema
 from pydantic import ValidationError
 
 from durable_plan import expressions
-from durable_plan.errors import PlanRejected, Problem
+from durable_plan.errors import PlanRejected, Problem, StepError
 from durable_plan.expressions import Expression, ExpressionSyntaxError
+from durable_plan.limits import (
+    MAX_EXPRESSION_CHARS,
+    MAX_PLAN_BYTES,
+    MAX_PLAN_EXPRESSION_CHARS,
+    ValueTooLarge,
+    error_path,
+    plain_json,
+)
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, Step, plan_field_names
 
 
@@ -64,6 +72,10 @@ class CheckedStep:
     bind: Mapping[str, Expression]
     when: Expression | None
     level: int
+    ordered_deps: tuple[str, ...] = ()
+    """``deps`` in plan order: a step's ``steps`` scope is built in this order, never
+    in a set's, whose order follows the process's hash seed (``$keys(steps)`` and
+    ``steps.*[0]`` must answer the same on every worker)."""
 
     @property
     def id(self) -> str:
@@ -115,6 +127,7 @@ class _Checker:
         self.problems.append(Problem(code, message, fix, step, fld))
 
     def run(self, raw: Plan | Mapping[str, Any] | str) -> CheckedPlan:
+        raw = self._admit(raw)
         plan, steps, returns, raw_ids = self._parse(raw)
         if len(steps) > self.max_steps:
             self.add(
@@ -126,17 +139,18 @@ class _Checker:
             )
         ids = self._check_ids(steps) | raw_ids
         parsed: dict[str, tuple[dict[str, Expression], Expression | None, set[str]]] = {}
+        self._expression_chars = 0
         for step in steps:
-            if step.id in parsed:
-                continue
+            # A duplicate is checked too: one problem must never hide another.
             self._check_tool(step)
-            parsed[step.id] = self._check_expressions(step, ids)
+            parsed.setdefault(step.id, self._check_expressions(step, ids))
         self._check_returns(returns, ids)
         deps = {sid: frozenset(d) for sid, (_, _, d) in parsed.items()}
         self._check_cycles(deps)
         if self.problems or plan is None:
             raise PlanRejected(self.problems)
         levels_of = _levels(deps)
+        position = {step.id: n for n, step in enumerate(plan.steps)}
         checked = {
             sid: CheckedStep(
                 step=step,
@@ -144,6 +158,7 @@ class _Checker:
                 bind=parsed[sid][0],
                 when=parsed[sid][1],
                 level=levels_of[sid],
+                ordered_deps=tuple(sorted(deps[sid], key=position.__getitem__)),
             )
             for step in plan.steps
             for sid in [step.id]
@@ -152,6 +167,92 @@ class _Checker:
         for step in plan.steps:  # one pass, in plan order: linear, not steps x depth
             levels[levels_of[step.id]].append(step.id)
         return CheckedPlan(plan=plan, steps=checked, levels=levels, durable=self.durable)
+
+    # -- admission: bounded work before any real check ------------------------
+
+    def _admit(self, raw: Plan | Mapping[str, Any] | str) -> Plan | Mapping[str, Any] | str:
+        """Refuse input whose size alone makes checking it expensive or unsafe.
+
+        Everything after this is linear in a bounded input: at most
+        ``MAX_PLAN_BYTES`` of JSON, nested at most ``MAX_JSON_DEPTH`` deep, with
+        plain JSON values only, and at most ``max_steps`` steps. A 4,000-step plan
+        is rejected here (over twice ``max_steps``) instead of being checked step by step
+        (in a ``TemporalAgent`` the check runs in workflow code, under the 2 s
+        deadlock detector).
+        """
+        if isinstance(raw, Plan):
+            return raw
+        if isinstance(raw, str | bytes):
+            size = len(raw)
+            if size > MAX_PLAN_BYTES:
+                self._reject_size(size)
+            try:
+                raw = json.loads(raw)
+            except (ValueError, RecursionError) as exc:
+                reason = exc if isinstance(exc, ValueError) else "nested too deeply"
+                self.add(
+                    "schema",
+                    f"the plan is not valid JSON ({reason})",
+                    "send the plan as a JSON object",
+                    None,
+                    None,
+                )
+                raise PlanRejected(self.problems) from None
+        if isinstance(raw, Mapping):
+            self._admit_steps(raw.get("steps"))
+            try:
+                raw = plain_json(raw, max_bytes=MAX_PLAN_BYTES)
+            except StepError as exc:
+                self._reject_value(exc, raw)
+        return raw
+
+    def _admit_steps(self, steps: Any) -> None:
+        # Slightly over the limit, every other problem is still worth reporting (one
+        # repair round trip); far over it, checking each step is wasted work.
+        if isinstance(steps, list) and len(steps) > 2 * self.max_steps:
+            self.add(
+                "step_limit",
+                f"the plan has {len(steps)} steps; the limit is {self.max_steps}",
+                "split the work into several plans, or call some tools directly",
+                None,
+                "steps",
+            )
+            raise PlanRejected(self.problems)
+
+    def _reject_size(self, size: int) -> None:
+        self.add(
+            "limit",
+            f"the plan is over {size // 1024} KiB; the limit is {MAX_PLAN_BYTES // 1024} KiB",
+            "pass large data by reference (an id or a path a tool can read), not in args",
+            None,
+            None,
+        )
+        raise PlanRejected(self.problems)
+
+    def _reject_value(self, exc: StepError, raw: Mapping[str, Any]) -> None:
+        if isinstance(exc, ValueTooLarge):
+            self._reject_size(MAX_PLAN_BYTES + 1)
+        parts = error_path(exc).split(".") if error_path(exc) else []
+        step: str | None = None
+        if len(parts) >= 2 and parts[0] == "steps" and parts[1].isdigit():
+            index = int(parts[1])
+            steps = raw.get("steps")
+            item = steps[index] if isinstance(steps, list) and index < len(steps) else None
+            sid = item.get("id") if isinstance(item, Mapping) else None
+            step = sid if isinstance(sid, str) and len(sid) <= 40 else f"#{index + 1}"
+            parts = parts[2:]
+        where = ".".join(parts)
+        if len(where) > 60:
+            where = where[:57] + "..."
+        self.add(
+            "limit",
+            str(exc),
+            "send plain JSON: strings, finite numbers within 64 bits, booleans, null, lists "
+            "and objects with string keys, nested at most 100 deep",
+            step,
+            where or None,
+        )
+        raise PlanRejected(self.problems)
 
     # -- schema ---------------------------------------------------------------
 
@@ -315,17 +416,22 @@ class _Checker:
             prop = props.get(name)
             if not isinstance(prop, Mapping):
                 continue
+            # A pydantic-model parameter's schema points into the tool schema's $defs.
+            sub = dict(prop)
+            for key in ("$defs", "definitions"):
+                if key in schema and key not in sub:
+                    sub[key] = schema[key]
             try:
-                jsonschema.validate(value, dict(prop))
+                jsonschema.validate(value, sub)
             except jsonschema.ValidationError as exc:
                 self.add(
                     "bad_argument",
-                    f"argument '{name}' is invalid: {exc.message}",
-                    f"pass a value matching {json.dumps(dict(prop))}",
+                    f"argument '{name}' is invalid: {_brief_text(exc.message)}",
+                    f"pass a value matching {_short(_resolve_ref(prop, schema), 300)}",
                     step.id,
                     f"args.{name}",
                 )
-            except jsonschema.SchemaError:
+            except Exception:  # a schema jsonschema cannot use: the tool checks at run time
                 continue
 
     def _check_expressions(
@@ -337,6 +443,8 @@ class _Checker:
         dynamic_fields: list[str] = []
         edge_fields = self.edge_fields.setdefault(step.id, {})
         for fld, source in expressions.iter_sources(step.bind, step.when):
+            if not self._admit_expression(step, fld, source):
+                continue
             try:
                 expr = expressions.parse(source)
             except ExpressionSyntaxError as exc:
@@ -349,6 +457,7 @@ class _Checker:
                 )
                 continue
             self._check_functions(step, fld, expr)
+            self._check_bare_names(step, fld, expr)
             for ref in sorted(expr.refs):
                 if ref == step.id:
                     self.add(
@@ -404,6 +513,44 @@ class _Checker:
                 dynamic_fields[0].split(" ")[0],
             )
         return bind, when, deps
+
+    def _admit_expression(self, step: Step, fld: str, source: str) -> bool:
+        """Bound parsing cost: each expression and all of them together."""
+        if len(source) > MAX_EXPRESSION_CHARS:
+            self.add(
+                "limit",
+                f"the expression is {len(source)} characters; the limit is "
+                f"{MAX_EXPRESSION_CHARS}",
+                "write a shorter expression, or compute the value in a tool",
+                step.id,
+                fld,
+            )
+            return False
+        self._expression_chars += len(source)
+        if self._expression_chars > MAX_PLAN_EXPRESSION_CHARS:
+            if self._expression_chars - len(source) <= MAX_PLAN_EXPRESSION_CHARS:
+                self.add(
+                    "limit",
+                    f"the plan's expressions are over {MAX_PLAN_EXPRESSION_CHARS} characters "
+                    "together (the rest were not checked)",
+                    "use fewer or shorter expressions, or split the work into several plans",
+                    step.id,
+                    fld,
+                )
+            return False
+        return True
+
+    def _check_bare_names(self, step: Step, fld: str, expr: Expression) -> None:
+        for name in dict.fromkeys(expr.bare_names):
+            arg = fld.removeprefix("bind.") if fld.startswith("bind.") else "name"
+            self.add(
+                "unknown_name",
+                f"reads '{name}', but expressions see only steps, so it can never match",
+                f'for the text {name!r}, put it in args ("args": {{"{arg}": "{name}"}}) or quote '
+                f"it (\"'{name}'\"); for a result, write steps.<id>.{name}",
+                step.id,
+                fld,
+            )
 
     def _check_functions(self, step: Step, fld: str, expr: Expression) -> None:
         forbidden = set(expressions.ALWAYS_FORBIDDEN)
@@ -462,6 +609,13 @@ def _describe_schema_error(
         )
     if etype == "too_short" and fld == "steps":
         return "the plan has no steps", "add at least one step"
+    if etype == "string_type" and fld is not None and fld.startswith("bind."):
+        name = fld.removeprefix("bind.")
+        given = _short(err.get("input"))
+        return (
+            f"bind values are JSONata expressions (strings); '{name}' is {given}",
+            f'put literal values in args: "args": {{"{name}": {given}}}',
+        )
     return f"{err['msg']} (got {_short(err.get('input'))})", "see the plan schema"
 
 
@@ -481,9 +635,28 @@ def _salvage_step(item: Any) -> Step | None:
     return None
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _short(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, default=str)
+    except (ValueError, RecursionError):  # an integer of thousands of digits, a deep value
+        return "a value too large to show"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _resolve_ref(prop: Mapping[str, Any], schema: Mapping[str, Any]) -> Any:
+    """``{"$ref": "#/$defs/M"}`` -> the definition itself, for a fix the model can follow."""
+    ref = prop.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = schema
+        for part in ref[2:].split("/"):
+            target = target.get(part) if isinstance(target, Mapping) else None
+        if isinstance(target, Mapping):
+            return dict(target)
+    return dict(prop)
+
+
+def _brief_text(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _suggest(ref: str, ids: Iterable[str], fallback: str) -> str:

@@ -16,6 +16,13 @@ from typing import Any, Literal
 from durable_plan import expressions
 from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.errors import StepError
+from durable_plan.limits import (
+    DEFAULT_LIMITS,
+    ExpressionLimits,
+    LimitExceeded,
+    plain_json,
+    truncate_text,
+)
 from durable_plan.plan import PlanResult, StepOutcome, StepStatus
 from durable_plan.scheduler import Scheduler
 
@@ -51,8 +58,9 @@ class Progress:
 class PlanRun:
     """Drives one checked plan from first step to ``PlanResult``."""
 
-    def __init__(self, checked: CheckedPlan) -> None:
+    def __init__(self, checked: CheckedPlan, limits: ExpressionLimits = DEFAULT_LIMITS) -> None:
         self._checked = checked
+        self._budget = expressions.Budget(limits)
         plan = checked.plan
         self._scheduler = Scheduler(
             {sid: cs.deps for sid, cs in checked.steps.items()},
@@ -86,6 +94,15 @@ class PlanRun:
                 call = self._prepare(self._checked.steps[sid])
                 if call is not None:
                     calls.append(call)
+        return self.still_to_start(calls)
+
+    def still_to_start(self, calls: list[StepCall]) -> list[StepCall]:
+        """Of calls handed out but not started yet, those that should still start.
+
+        Under fail_fast a failure skips every step not yet started, including
+        calls a runner holds back (the workflow paces large arguments over
+        several workflow tasks).
+        """
         if calls and self._first_failure is not None and self._checked.plan.on_error == "fail_fast":
             reason = f"plan stopped after '{self._first_failure}' failed (on_error=fail_fast)"
             for call in calls:
@@ -165,11 +182,15 @@ class PlanRun:
         # evaluation, and a dynamic read (steps.*, declared through after) must see
         # what it declared, not whichever other steps happen to have finished.
         results = self._results
-        scope = {"steps": {dep: results[dep] for dep in cs.deps if dep in results}}
+        scope = {"steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}}
         deterministic = self._checked.durable
+        budget = self._budget
+        field = "when"
         try:
             if cs.when is not None:
-                matched, value = expressions.evaluate(cs.when, scope, deterministic=deterministic)
+                matched, value = expressions.evaluate(
+                    cs.when, scope, deterministic=deterministic, budget=budget
+                )
                 missing = expressions.first_missing(cs.when, scope)
                 if not matched or missing:
                     hint = missing or expressions.explain_no_match(cs.when, scope)
@@ -181,12 +202,18 @@ class PlanRun:
                     return None
             args = dict(cs.step.args)
             for name, expr in cs.bind.items():
-                matched, value = expressions.evaluate(expr, scope, deterministic=deterministic)
+                field = f"binding '{name}'"
+                matched, value = expressions.evaluate(
+                    expr, scope, deterministic=deterministic, budget=budget
+                )
                 missing = expressions.first_missing(expr, scope)
                 if not matched or missing:
                     hint = missing or expressions.explain_no_match(expr, scope)
                     raise StepError(f"binding '{name}' matched no value: {hint}")
                 args[name] = value
+        except LimitExceeded as exc:
+            self._end(cs.id, "failed", f"{field}: {exc}; {_LIMIT_FIX}", 0.0, 0)
+            return None
         except StepError as exc:
             self._end(cs.id, "failed", str(exc), 0.0, 0)
             return None
@@ -204,6 +231,8 @@ class PlanRun:
         self, sid: str, status: StepStatus, error: str | None, duration_ms: float, attempts: int
     ) -> None:
         cs = self._checked.steps[sid]
+        if error is not None:
+            error = truncate_text(error)
         self._scheduler.done(sid, status, error)
         if status == "failed" and self._first_failure is None:
             self._first_failure = sid
@@ -242,27 +271,16 @@ def non_json_message(tool: str, exc: StepError) -> str:
     )
 
 
-def as_json(value: Any, *, _depth: int = 0) -> Any:
-    """Return ``value`` as plain JSON (tuples become lists) or raise ``StepError``."""
-    if _depth > 200:
-        raise StepError("nested more than 200 levels deep")
-    if value is None or isinstance(value, bool | str | int):
-        return value
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise StepError(f"{value} is not a JSON number")
-        return value
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise StepError(f"object key {key!r} is a {type(key).__name__}, not a string")
-            out[key] = as_json(item, _depth=_depth + 1)
-        return out
-    if isinstance(value, list | tuple):
-        return [as_json(item, _depth=_depth + 1) for item in value]
-    kind = type(value).__name__
-    raise StepError(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} is not JSON")
+def as_json(value: Any) -> Any:
+    """Return ``value`` as plain JSON (tuples become lists) or raise ``StepError``.
+
+    The same bounds as every other value in a plan (``limits.plain_json``):
+    nesting, integer width, finite numbers, string keys.
+    """
+    return plain_json(value)
+
+
+_LIMIT_FIX = "compute less in the plan: return less from the tool, or do the work in a tool"
 
 
 def _brief(value: Any) -> str:

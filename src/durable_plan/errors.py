@@ -23,6 +23,8 @@ ProblemCode = Literal[
     "dynamic_reference",
     "returns",
     "cycle",
+    "limit",
+    "unknown_name",
 ]
 
 REJECTION_HEADER = "Plan rejected, nothing was executed:"

@@ -11,20 +11,37 @@ those functions are replaced on every instance: ``$eval`` always refuses, and in
 durable mode the clock and random functions refuse too (the checker rejects them
 first, this is the second line of defence). Workflow modules import this one
 through ``workflow.unsafe.imports_passed_through()`` (jsonata trips the sandbox).
+
+Expressions are untrusted, so evaluation is bounded without a clock: regexes run
+on RE2 (linear time; patterns RE2 cannot run, such as backreferences, are syntax
+errors at check time), every evaluation meters its steps and the sizes of the
+values it builds (``ExpressionLimits``), and the few natives that can build a
+huge value in one call (``$pad``, ``$join``, ``$string``, ``$replace``) or take
+quadratic time (``$distinct``) are guarded or replaced.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonata
+import re2
 from jsonata.jexception import JException
+from jsonata.regex_engine import RegexFlags
 from jsonata.utils import Utils
 
 from durable_plan.errors import StepError
+from durable_plan.limits import (
+    DEFAULT_LIMITS,
+    MAX_INT_BITS,
+    ExpressionLimits,
+    LimitExceeded,
+    plain_json,
+)
 
 ALWAYS_FORBIDDEN = frozenset({"eval"})
 NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
@@ -47,6 +64,7 @@ class Expression:
     paths: tuple[tuple[str, ...], ...]
     functions: frozenset[str]
     required: tuple[tuple[str, ...], ...] = ()
+    bare_names: tuple[str, ...] = ()
     _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
 
     @property
@@ -58,12 +76,16 @@ class Expression:
 def parse(source: str) -> Expression:
     """Parse and analyse; raises ExpressionSyntaxError with JSONata's own message."""
     try:
-        compiled = jsonata.Jsonata(source)
+        compiled = jsonata.Jsonata(source, regex_engine=_re2_engine)
     except JException as exc:
         raise ExpressionSyntaxError(_jsonata_message(exc)) from None
     except KeyError as exc:
         # jsonata-python's parser has no entry for operators JSONata lacks, such as '!'.
         raise ExpressionSyntaxError(f"JSONata has no operator {exc.args[0]!r}") from None
+    except _RegexRefused as exc:
+        raise ExpressionSyntaxError(str(exc)) from None
+    except RecursionError:
+        raise ExpressionSyntaxError("the expression is nested too deeply") from None
     except Exception as exc:  # the parser's own bugs must not escape the checks
         raise ExpressionSyntaxError(f"cannot parse: {type(exc).__name__}: {exc}") from None
     analysis = _Analysis()
@@ -75,6 +97,7 @@ def parse(source: str) -> Expression:
         paths=tuple(analysis.paths),
         functions=frozenset(analysis.functions),
         required=tuple(analysis.required),
+        bare_names=tuple(analysis.bare_names),
         _cache=[compiled],
     )
 
@@ -97,6 +120,7 @@ class _Analysis:
         self._seen: set[int] = set()
         self._relative = 0
         self._optional = 0
+        self.bare_names: list[str] = []
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -120,6 +144,14 @@ class _Analysis:
                 self.functions.add(value)
         elif kind in ("wildcard", "descendant") and not self._relative:
             self.dynamic.append(str(value))
+        elif kind == "name" and isinstance(value, str) and not self._relative:
+            # A field of the root, which holds only ``steps``: never matches. A model
+            # writes this for a literal ("bind": {"name": "goblin"}).
+            self.bare_names.append(value)
+        if kind == "lambda":
+            # A lambda's body reads whatever it is applied to, not the root.
+            self._visit_relative([getattr(node, "body", None), getattr(node, "arguments", None)])
+            return
         if kind == "function" and self._visit_lookup(node):
             return
         if self._tests_existence(node):
@@ -237,11 +269,200 @@ def _jsonata_message(exc: BaseException) -> str:
     return text
 
 
+class _RegexRefused(ValueError):
+    """A regex literal RE2 cannot run; raised while parsing, reported as a syntax error."""
+
+
+def _re2_engine(pattern: str, flags: RegexFlags) -> Any:
+    """JSONata regex literals on RE2: linear time, so no pattern can freeze a worker.
+
+    Python's ``re`` backtracks while holding the GIL: one catastrophic pattern
+    stops every thread of a worker, the workflow deadlock detector included.
+    """
+    prefix = ("i" if flags.case_insensitive else "") + ("m" if flags.multiline else "")
+    options = re2.Options()
+    options.log_errors = False  # the error is reported to the model, not to stderr
+    try:
+        return re2.compile(f"(?{prefix}){pattern}" if prefix else pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise _RegexRefused(
+            f"regex /{pattern}/ cannot be used ({reason}); plans run regexes on RE2, which has "
+            "no backreferences or lookaround"
+        ) from None
+
+
 def _refuse(name: str, reason: str) -> Any:
     def refuse(*_args: Any) -> Any:
         raise StepError(f"${name}() is not allowed in plans: {reason}")
 
     return refuse
+
+
+class _Meter:
+    """One evaluation's budget: steps taken and the sizes of the values built.
+
+    Called by jsonata on entry to and exit from every node it evaluates. The
+    count depends only on the expression and its input, so it is the same on
+    every worker and every replay. Once exceeded it stays exceeded: a native
+    that swallows the exception cannot let the evaluation run on.
+    """
+
+    def __init__(self, limits: ExpressionLimits, steps: int) -> None:
+        self.limits = limits
+        self.allowed = steps
+        if steps < limits.max_steps:
+            self.out_of_steps = (
+                f"the plan's expressions together took more than the plan's limit of "
+                f"{limits.max_plan_steps} evaluation steps"
+            )
+        else:
+            self.out_of_steps = (
+                f"the expression took more than the limit of {steps} evaluation steps"
+            )
+        self.steps = 0
+        self.exceeded: LimitExceeded | None = None
+
+    def fail(self, message: str) -> None:
+        if self.exceeded is None:
+            self.exceeded = LimitExceeded(message)
+        raise self.exceeded
+
+    def charge(self, amount: int) -> None:
+        self.steps += amount
+        if self.steps > self.allowed or self.exceeded is not None:
+            self.fail(self.out_of_steps)
+
+    def entry(self, _expr: Any, _input: Any, _env: Any) -> None:
+        self.charge(1)
+
+    def exit(self, _expr: Any, _input: Any, _env: Any, result: Any) -> None:
+        self.measure(result)
+
+    def measure(self, value: Any) -> None:
+        if isinstance(value, str):
+            if len(value) > self.limits.max_string:
+                self.fail(
+                    f"the expression built a string of {len(value)} characters, over the limit "
+                    f"of {self.limits.max_string}"
+                )
+            self.charge(len(value) // 64)
+        elif isinstance(value, list):
+            if len(value) > self.limits.max_array:
+                self.fail(
+                    f"the expression built an array of {len(value)} items, over the limit of "
+                    f"{self.limits.max_array}"
+                )
+            self.charge(len(value) // 64)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if value.bit_length() > MAX_INT_BITS:
+                self.fail(f"the expression computed an integer over the limit of {MAX_INT_BITS} bits")
+        elif isinstance(value, float) and not math.isfinite(value):
+            self.fail(f"the expression computed {value}, which is not a JSON number")
+
+    def guards(self) -> dict[str, Any]:
+        """Natives that could build a huge value in one call, bounded by this meter."""
+        natives = jsonata.Jsonata.static_frame
+        return {
+            "__evaluate_entry": self.entry,
+            "__evaluate_exit": self.exit,
+            "pad": _Guarded(natives.lookup("pad"), self._guard_pad),
+            "join": _Guarded(natives.lookup("join"), self._guard_join),
+            "string": _Guarded(natives.lookup("string"), self._guard_string),
+            "replace": _Guarded(natives.lookup("replace"), self._guard_replace),
+            "distinct": _Guarded(natives.lookup("distinct"), lambda _a: None, _distinct),
+        }
+
+    def _guard_pad(self, args: Sequence[Any]) -> None:
+        width = args[1] if len(args) > 1 else None
+        if isinstance(width, int | float) and abs(width) > self.limits.max_string:
+            self.fail(
+                f"$pad to {width:g} characters is over the limit of {self.limits.max_string}"
+            )
+
+    def _guard_join(self, args: Sequence[Any]) -> None:
+        items = args[0] if args else None
+        if not isinstance(items, list):
+            return
+        separator = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
+        total = len(separator) * len(items)
+        for item in items:
+            total += len(item) if isinstance(item, str) else 0
+            if total > self.limits.max_string:
+                self.fail(f"$join would build over the limit of {self.limits.max_string} characters")
+        self.charge(total // 64)
+
+    def _guard_string(self, args: Sequence[Any]) -> None:
+        if args and isinstance(args[0], list | dict):
+            try:
+                plain_json(args[0], max_bytes=self.limits.max_string, adapt=_from_jsonata)
+            except LimitExceeded:
+                self.fail(f"$string would build over the limit of {self.limits.max_string} characters")
+            except StepError:
+                return  # not JSON (a function inside): jsonata reports it its own way
+
+    def _guard_replace(self, args: Sequence[Any]) -> None:
+        if len(args) < 3 or not isinstance(args[0], str) or not isinstance(args[2], str):
+            return
+        text, pattern, replacement = args[0], args[1], args[2]
+        if isinstance(pattern, str):
+            count = text.count(pattern) if pattern else 0
+        elif hasattr(pattern, "finditer"):
+            count = sum(1 for _ in pattern.finditer(text))
+        else:
+            return
+        if len(text) + count * len(replacement) > self.limits.max_string:
+            self.fail(f"$replace would build over the limit of {self.limits.max_string} characters")
+
+
+
+class _Guarded(jsonata.Jsonata.JFunction):  # type: ignore[misc]
+    """A native with a check in front (and optionally another body), same signature."""
+
+    def __init__(
+        self,
+        native: Any,
+        guard: Callable[[Sequence[Any]], None],
+        body: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self._native = native
+        self._guard = guard
+        self._body = body
+        self.function = native.function
+        self.signature = native.signature
+        self.function_name = native.function_name
+
+    def call(self, input: Any, args: Any) -> Any:
+        values = list(args) if isinstance(args, list) else []
+        self._guard(values)
+        if self._body is not None:
+            return self._body(values[0] if values else None)
+        return self._native.call(input, args)
+
+    def get_number_of_args(self) -> int:
+        return int(self._native.get_number_of_args())
+
+
+def _distinct(items: Any) -> Any:
+    """``$distinct`` in linear time (jsonata-python's is quadratic), same results."""
+    if not isinstance(items, list) or len(items) <= 1:
+        return items
+    out = Utils.create_sequence() if isinstance(items, Utils.JList) else []
+    seen: set[Any] = set()
+    for item in items:
+        # Scalars compare as jsonata's own `in` does (==); containers by canonical text.
+        key: Any = item
+        if isinstance(item, dict | list):
+            key = ("json", json.dumps(item, sort_keys=True, default=repr))
+        try:
+            if key in seen:
+                continue
+            seen.add(key)
+        except TypeError:
+            if item in out:
+                continue
+        out.append(item)
+    return out
 
 
 def _instance(expr: Expression, *, deterministic: bool) -> Any:
@@ -254,10 +475,13 @@ def _instance(expr: Expression, *, deterministic: bool) -> Any:
     the result depends only on the expression and the scope.
     """
     if not expr._cache:
-        expr._cache.append(jsonata.Jsonata(expr.source))
+        expr._cache.append(jsonata.Jsonata(expr.source, regex_engine=_re2_engine))
     compiled = expr._cache[0]
     jsonata.Jsonata.CURRENT.jsonata = compiled
     compiled.set_output_convert_nulls(False)
+    # Scopes hold JSON only (tool results pass as_json, workflow results json.loads),
+    # and jsonata's own input walk is recursive and costs a pass over every result.
+    compiled.set_validate_input(False)
     compiled.register_lambda("eval", _refuse("eval", "plans must be readable before they run"))
     for name in sorted(NONDETERMINISTIC):
         if deterministic:
@@ -268,20 +492,49 @@ def _instance(expr: Expression, *, deterministic: bool) -> Any:
     return compiled
 
 
+class Budget:
+    """What is left of a plan's evaluation steps, shared by all its expressions.
+
+    Deterministic like the per-evaluation meter: the plan evaluates its
+    expressions in the same order on every worker, so it runs out at the same
+    expression everywhere.
+    """
+
+    def __init__(self, limits: ExpressionLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self.remaining = limits.max_plan_steps
+
+    def allowance(self) -> int:
+        if self.remaining <= 0:
+            raise LimitExceeded(
+                f"the plan's expressions used up the plan's limit of "
+                f"{self.limits.max_plan_steps} evaluation steps"
+            )
+        return min(self.limits.max_steps, self.remaining)
+
+    def spend(self, steps: int) -> None:
+        self.remaining -= steps
+
+
 def evaluate(
     expr: Expression,
     scope: Mapping[str, Any],
     *,
     deterministic: bool,
+    budget: Budget | None = None,
 ) -> tuple[bool, Any]:
     """Evaluate over ``scope``; returns (matched, value) with JSON values only.
 
     ``deterministic=True`` (workflow code) refuses the clock and random
-    functions, so replay sees identical results.
+    functions, so replay sees identical results. ``budget`` is the plan's
+    remaining evaluation steps; without one, a single evaluation's limits apply.
+    Any bound exceeded raises ``LimitExceeded`` (a ``StepError``) naming it.
     """
+    budget = budget if budget is not None else Budget()
+    meter = _Meter(budget.limits, budget.allowance())
     compiled = _instance(expr, deterministic=deterministic)
     try:
-        raw = compiled.evaluate(scope)
+        raw = compiled.evaluate(scope, meter.guards())
     except StepError:
         raise
     except JException as exc:
@@ -293,29 +546,33 @@ def evaluate(
         if inner is not None:
             raise inner from None
         raise StepError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        budget.spend(meter.steps)
+    if meter.exceeded is not None:
+        raise meter.exceeded
     if raw is None:
         return False, None
-    return True, to_json(raw)
+    return True, to_json(raw, max_bytes=budget.limits.max_value_bytes)
 
 
-def to_json(value: Any) -> Any:
-    """Convert JSONata's sequences and null sentinel back to plain JSON values."""
-    if value is None or isinstance(value, Utils.NullValue):
+def to_json(value: Any, *, max_bytes: int | None = None) -> Any:
+    """Convert JSONata's sequences and null sentinel back to plain, bounded JSON values."""
+    return plain_json(value, max_bytes=max_bytes, adapt=_from_jsonata)
+
+
+def _from_jsonata(value: Any) -> Any:
+    if isinstance(value, Utils.NullValue):
         return None
-    if isinstance(value, bool | str | int):
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, Mapping | list | str | int | float | bool) or value is None:
         return value
-    if isinstance(value, float):
-        if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
-            return int(value)
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, Sequence):
-        return [to_json(v) for v in value]
+        return list(value)
     if callable(value) or type(value).__module__.startswith("jsonata"):
         # A lambda (a parser Symbol) or a native function such as $string.
         raise StepError("expression produced a function, not a JSON value")
-    raise StepError(f"expression produced a {type(value).__name__}, not a JSON value")
+    return value
 
 
 def explain_no_match(expr: Expression, scope: Mapping[str, Any]) -> str:

@@ -27,7 +27,8 @@ from temporalio.exceptions import ChildWorkflowError
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check import ToolSpec as CatalogSpec
 from durable_plan.errors import PlanRejected
-from durable_plan.local import run_checked
+from durable_plan.ids import child_workflow_id
+from durable_plan.local import describe_exception, run_checked
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
@@ -37,6 +38,11 @@ from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import APPROVAL_REFUSAL, ToolRegistry, matches_patterns
 
 PLUGIN_NAME = "durable-plan"
+
+_WORKFLOW_INTERNALS: tuple[type[BaseException], ...] = (
+    workflow.NondeterminismError,
+    workflow.ReadOnlyContextError,
+)
 
 
 class WorkflowPlanPlugin(Plugin):
@@ -124,6 +130,11 @@ class WorkflowPlanPlugin(Plugin):
             return _error(tool_use_id, str(exc))
         except _PlanFailed as exc:
             return _error(tool_use_id, f"The plan failed as a whole: {exc}")
+        except Exception as exc:
+            if isinstance(exc, _WORKFLOW_INTERNALS):
+                raise  # Temporal's own control flow (nondeterminism, eviction) must escape
+            # Whatever went wrong, the model hears it and the conversation goes on.
+            return _error(tool_use_id, f"The plan failed as a whole: {describe_exception(exc)}")
         self.results.append(result)
         if not result.ok:
             report = result_for_model(result)
@@ -192,7 +203,7 @@ class WorkflowPlanPlugin(Plugin):
             raw = await workflow.execute_child_workflow(
                 PLAN_WORKFLOW_NAME,
                 request,
-                id=f"{parent.workflow_id}/plan/{tool_use_id}",
+                id=child_workflow_id(parent.workflow_id, "plan", tool_use_id),
                 task_queue=self.task_queue or parent.task_queue,
                 result_type=dict,
             )

@@ -51,6 +51,9 @@ class ToolOptions:
     input_schema: dict[str, Any] | None = None
     kind: ToolKind = "function"
     params: list[str] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """An existing activity's JSON parameter defaults, for arguments it is called
+    with positionally (a skipped middle parameter must get its default, not None)."""
 
 
 @dataclass(frozen=True)
@@ -191,14 +194,20 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         func = obj
         decorated = strands_tool(func)
         schema = decorated.tool_spec["inputSchema"]["json"]
-        params = list(inspect.signature(func).parameters)
+        signature = inspect.signature(func)
+        params = list(signature.parameters)
+        defaults = {
+            n: p.default
+            for n, p in signature.parameters.items()
+            if p.default is not inspect.Parameter.empty and _is_json(p.default)
+        }
         return Tool(
             name=name or defn.name,
             description=decorated.tool_spec.get("description", ""),
             input_schema=schema,
             kind="activity",
             target=func,
-            options=ToolOptions(kind="activity", params=params),
+            options=ToolOptions(kind="activity", params=params, defaults=defaults),
         )
     if isinstance(obj, DecoratedFunctionTool) and obj._metadata._context_param is None:
         decorated = obj
@@ -225,6 +234,14 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         target=decorated,
         options=ToolOptions(kind="function"),
     )
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _check_names(tool: str, args: Mapping[str, Any], params: list[str]) -> None:

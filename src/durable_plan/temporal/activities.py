@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_plan.engine import as_json, non_json_message
 from durable_plan.errors import StepError
+from durable_plan.limits import truncate_text
 from durable_plan.local import describe_exception
 from durable_plan.temporal.messages import StepRequest, StepResponse
 from durable_plan.tools import Tool, ToolArgumentError, ToolRegistry
@@ -59,17 +60,34 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
 
-        def failure(message: str, kind: str, *, retryable: bool) -> ApplicationError:
+        def failure(
+            message: str, kind: str, *, retryable: bool, **extra: Any
+        ) -> ApplicationError:
+            # Our details come first; error texts are cut so history stays small.
             details = {"attempt": info.attempt, "duration_ms": _ms_since(started)}
-            return ApplicationError(message, details, type=kind, non_retryable=not retryable)
+            return ApplicationError(
+                truncate_text(message),
+                details,
+                *extra.pop("details", ()),
+                type=kind,
+                non_retryable=not retryable,
+                **extra,
+            )
 
         try:
             async with _heartbeating(info.heartbeat_timeout):
                 raw = await tool.invoke(request.args)
         except ToolArgumentError as exc:
             raise failure(str(exc), "BadArgument", retryable=False) from None
-        except ApplicationError:
-            raise
+        except ApplicationError as exc:
+            # The tool's own decision (type, retryable, delay) stands; its details follow ours.
+            raise failure(
+                exc.message,
+                exc.type or "ApplicationError",
+                retryable=not exc.non_retryable,
+                details=exc.details,
+                next_retry_delay=exc.next_retry_delay,
+            ) from exc
         except Exception as exc:
             raise failure(describe_exception(exc), type(exc).__name__, retryable=True) from exc
         finally:

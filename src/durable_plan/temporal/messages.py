@@ -14,6 +14,9 @@ from typing import Any
 
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
+DEFAULT_MAX_TASK_BYTES = 1024 * 1024
+"""Arguments scheduled in one workflow task: the server takes at most 4 MiB per gRPC
+message, so a wide fan-out of large arguments is started over several tasks."""
 
 
 def failure_message(exc: BaseException) -> str:
@@ -64,6 +67,7 @@ class PlanInput:
     max_steps: int = 32
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_returned_bytes: int = DEFAULT_MAX_RETURNED_BYTES
+    max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
     retry_initial_interval_s: float = 0.5
     task_queue: str | None = None
 

@@ -55,6 +55,7 @@ class PlanWorkflow:
         self._run: PlanRun | None = None
         self._awaiting: set[str] = set()
         self._decisions: dict[str, ApprovalDecision] = {}
+        self._server_events = 0  # activity resolutions seen: each came in a new workflow task
 
     @workflow.run
     async def run(self, request: PlanInput) -> dict[str, Any]:
@@ -128,16 +129,42 @@ class PlanWorkflow:
         run = self._run = PlanRun(checked)
         order = {sid: n for n, sid in enumerate(checked.steps)}
         tasks: dict[asyncio.Task[Outcome], StepCall] = {}
+        held: list[StepCall] = []  # handed out, waiting for room in a workflow task
+        sent = 0  # bytes of arguments scheduled in the current workflow task
 
         def start(calls: list[StepCall]) -> None:
-            for call in calls:
+            nonlocal sent
+            held.extend(calls)
+            while held:
+                call = held[0]
+                size = _json_size(call.args)
+                if size > request.max_result_bytes:
+                    held.pop(0)
+                    run.record_failure(call.step_id, _args_too_large(call, size, request))
+                    continue
+                if sent and sent + size > request.max_task_bytes:
+                    return  # the rest go out in a later workflow task
+                held.pop(0)
+                sent += size
                 tasks[asyncio.create_task(self._run_step(call, request))] = call
 
+        pacer: asyncio.Task[None] | None = None
         try:
             start(run.next_calls())
-            while tasks:
-                done, _ = await workflow.wait(list(tasks), return_when=asyncio.FIRST_COMPLETED)
-                for task in sorted(done, key=lambda t: order[tasks[t].step_id]):
+            while tasks or held:
+                waiting: list[asyncio.Task[Any]] = list(tasks)
+                if held:
+                    # Nothing else may end soon: a 1 ms timer opens the next workflow task.
+                    if pacer is None or pacer.done():
+                        pacer = asyncio.create_task(workflow.sleep(0.001))
+                    waiting.append(pacer)
+                events = self._server_events
+                done, _ = await workflow.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if self._server_events != events or any(t not in tasks for t in done):
+                    sent = 0  # a server event arrived: this is a new workflow task
+                for task in sorted(
+                    (t for t in done if t in tasks), key=lambda t: order[tasks[t].step_id]
+                ):
                     call = tasks.pop(task)
                     ok, value, duration_ms, attempts = task.result()
                     if ok:
@@ -148,22 +175,16 @@ class PlanWorkflow:
                         run.record_failure(
                             call.step_id, value, duration_ms=duration_ms, attempts=attempts
                         )
+                held[:] = run.still_to_start(held)
                 start(run.next_calls())
         except asyncio.CancelledError:
             for task in tasks:
                 task.cancel()
             raise
-        result = run.result()
-        payload = result.model_dump(mode="json")
-        size = len(json.dumps(payload["returned"], separators=(",", ":")).encode())
-        if size > request.max_returned_bytes:
-            raise ApplicationError(
-                f"the plan's returned results total {size // 1024} KiB, over the "
-                f"{request.max_returned_bytes // 1024} KiB limit: list fewer steps in returns",
-                type="ReturnedTooLarge",
-                non_retryable=True,
-            )
-        return payload
+        finally:
+            if pacer is not None:
+                pacer.cancel()
+        return _bounded_payload(run, request)
 
     async def _run_step(self, call: StepCall, request: PlanInput) -> Outcome:
         options = request.tools.get(call.tool, {})
@@ -171,13 +192,6 @@ class PlanWorkflow:
             rejected = await self._await_approval(call.step_id)
             if rejected is not None:
                 return False, rejected, 0.0, 0
-        args_size = len(json.dumps(call.args, separators=(",", ":")).encode())
-        if args_size > request.max_result_bytes:
-            message = (
-                f"the arguments of step '{call.step_id}' are {args_size // 1024} KiB, over the "
-                f"{request.max_result_bytes // 1024} KiB limit; bind smaller values"
-            )
-            return False, message, 0.0, 0
         timeout_s = call.timeout_s or float(options.get("timeout_s", 60.0))
         retries = call.retries if call.retries is not None else int(options.get("retries", 2))
         retry = RetryPolicy(
@@ -189,9 +203,8 @@ class PlanWorkflow:
         heartbeat = options.get("heartbeat_timeout_s")
         summary = f"{call.step_id}: {call.tool}"
         raw_activity = options.get("kind") == "activity"
-        params = options.get("params") or []
         arg: Any = StepRequest(call.step_id, call.args, request.max_result_bytes)
-        args: list[Any] = [arg] if not raw_activity else [call.args.get(p) for p in params]
+        args: list[Any] = [arg] if not raw_activity else _positional(call.args, options)
         common: dict[str, Any] = {
             "args": args,
             "start_to_close_timeout": timedelta(seconds=timeout_s),
@@ -211,7 +224,10 @@ class PlanWorkflow:
                     task_queue=request.task_queue,
                     **common,
                 )
-            response = await handle
+            try:
+                response = await handle
+            finally:
+                self._server_events += 1
         except ActivityError as exc:
             return _failure(exc, timeout_s, retries + 1)
         if raw_activity:
@@ -244,8 +260,9 @@ def _failure(exc: ActivityError, timeout_s: float, max_attempts: int) -> Outcome
     if isinstance(cause, ApplicationError):
         details = cause.details[0] if cause.details else None
         if isinstance(details, dict):
-            attempts = int(details.get("attempt", attempts))
-            duration = float(details.get("duration_ms", 0.0))
+            # The wrapper's details; a tool's own ApplicationError may carry anything.
+            attempts = _number(details.get("attempt"), int, attempts)
+            duration = _number(details.get("duration_ms"), float, 0.0)
         return False, cause.message, duration, attempts
     if isinstance(cause, TimeoutError):
         kind = cause.type.name.lower() if cause.type is not None else "timeout"
@@ -253,3 +270,56 @@ def _failure(exc: ActivityError, timeout_s: float, max_attempts: int) -> Outcome
     if isinstance(cause, CancelledError):
         return False, "cancelled", duration, attempts
     return False, str(cause or exc), duration, attempts
+
+
+def _number(value: Any, kind: type[Any], default: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return kind(value)
+    return default
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def _args_too_large(call: StepCall, size: int, request: PlanInput) -> str:
+    return (
+        f"the arguments of step '{call.step_id}' are {size // 1024} KiB, over the "
+        f"{request.max_result_bytes // 1024} KiB limit; bind smaller values"
+    )
+
+
+def _positional(args: dict[str, Any], options: dict[str, Any]) -> list[Any]:
+    """An existing activity's arguments in signature order, with its own defaults.
+
+    Omitted trailing parameters are left out, so the function's defaults apply;
+    an omitted parameter before a given one gets its (JSON) default from the
+    registry, never ``None``.
+    """
+    params: list[str] = options.get("params") or []
+    defaults: dict[str, Any] = options.get("defaults") or {}
+    given = [n for n, p in enumerate(params) if p in args]
+    last = given[-1] if given else -1
+    return [args[p] if p in args else defaults.get(p) for p in params[: last + 1]]
+
+
+def _bounded_payload(run: PlanRun, request: PlanInput) -> dict[str, Any]:
+    """The workflow's result, refused with a clear message if it would not fit.
+
+    Error texts are already cut (``MAX_ERROR_CHARS``) and each result is bounded,
+    so only ``returned`` can make the whole payload too large: the fix is to
+    return fewer steps. Checked here because a completion over the server's
+    payload limit fails on every attempt and the workflow never ends.
+    """
+    payload = run.result().model_dump(mode="json")
+    returned = _json_size(payload["returned"])
+    total = _json_size(payload)
+    if total > request.max_returned_bytes:
+        raise ApplicationError(
+            f"the plan's result is {total // 1024} KiB ({returned // 1024} KiB of returned "
+            f"results), over the {request.max_returned_bytes // 1024} KiB limit: list fewer "
+            "steps in returns",
+            type="ReturnedTooLarge",
+            non_retryable=True,
+        )
+    return payload
