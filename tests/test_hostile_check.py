@@ -211,7 +211,8 @@ def test_a_bare_word_in_bind_can_never_match_and_is_rejected() -> None:
     ],
 )
 def test_names_relative_to_a_result_are_not_bare(source: str) -> None:
-    check_plan({"steps": [{"id": "a", "tool": "t"}, {"id": "b", "tool": "t", "bind": {"x": source}}]})
+    steps = [{"id": "a", "tool": "t"}, {"id": "b", "tool": "t", "bind": {"x": source}}]
+    check_plan({"steps": steps})
 
 
 def test_catastrophic_regex_is_checked_and_one_re2_cannot_run_is_a_syntax_error() -> None:

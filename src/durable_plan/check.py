@@ -201,7 +201,7 @@ class _Checker:
         if isinstance(raw, Mapping):
             self._admit_steps(raw.get("steps"))
             try:
-                raw = plain_json(raw, max_bytes=MAX_PLAN_BYTES)
+                return dict(plain_json(raw, max_bytes=MAX_PLAN_BYTES))
             except StepError as exc:
                 self._reject_value(exc, raw)
         return raw
@@ -519,8 +519,7 @@ class _Checker:
         if len(source) > MAX_EXPRESSION_CHARS:
             self.add(
                 "limit",
-                f"the expression is {len(source)} characters; the limit is "
-                f"{MAX_EXPRESSION_CHARS}",
+                f"the expression is {len(source)} characters; the limit is {MAX_EXPRESSION_CHARS}",
                 "write a shorter expression, or compute the value in a tool",
                 step.id,
                 fld,

@@ -9,7 +9,6 @@ I/O or reads a clock, so the Temporal workflow can run it as workflow code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 

@@ -356,7 +356,7 @@ class _Meter:
             self.charge(len(value) // 64)
         elif isinstance(value, int) and not isinstance(value, bool):
             if value.bit_length() > MAX_INT_BITS:
-                self.fail(f"the expression computed an integer over the limit of {MAX_INT_BITS} bits")
+                self.fail(f"the expression computed an integer over the {MAX_INT_BITS}-bit limit")
         elif isinstance(value, float) and not math.isfinite(value):
             self.fail(f"the expression computed {value}, which is not a JSON number")
 
@@ -376,9 +376,7 @@ class _Meter:
     def _guard_pad(self, args: Sequence[Any]) -> None:
         width = args[1] if len(args) > 1 else None
         if isinstance(width, int | float) and abs(width) > self.limits.max_string:
-            self.fail(
-                f"$pad to {width:g} characters is over the limit of {self.limits.max_string}"
-            )
+            self.fail(f"$pad to {width:g} characters is over the limit of {self.limits.max_string}")
 
     def _guard_join(self, args: Sequence[Any]) -> None:
         items = args[0] if args else None
@@ -389,7 +387,7 @@ class _Meter:
         for item in items:
             total += len(item) if isinstance(item, str) else 0
             if total > self.limits.max_string:
-                self.fail(f"$join would build over the limit of {self.limits.max_string} characters")
+                self.fail(f"$join would build over the limit of {self.limits.max_string} chars")
         self.charge(total // 64)
 
     def _guard_string(self, args: Sequence[Any]) -> None:
@@ -397,7 +395,7 @@ class _Meter:
             try:
                 plain_json(args[0], max_bytes=self.limits.max_string, adapt=_from_jsonata)
             except LimitExceeded:
-                self.fail(f"$string would build over the limit of {self.limits.max_string} characters")
+                self.fail(f"$string would build over the limit of {self.limits.max_string} chars")
             except StepError:
                 return  # not JSON (a function inside): jsonata reports it its own way
 
@@ -413,7 +411,6 @@ class _Meter:
             return
         if len(text) + count * len(replacement) > self.limits.max_string:
             self.fail(f"$replace would build over the limit of {self.limits.max_string} characters")
-
 
 
 class _Guarded(jsonata.Jsonata.JFunction):  # type: ignore[misc]

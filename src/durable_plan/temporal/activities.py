@@ -60,9 +60,7 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
 
-        def failure(
-            message: str, kind: str, *, retryable: bool, **extra: Any
-        ) -> ApplicationError:
+        def failure(message: str, kind: str, *, retryable: bool, **extra: Any) -> ApplicationError:
             # Our details come first; error texts are cut so history stays small.
             details = {"attempt": info.attempt, "duration_ms": _ms_since(started)}
             return ApplicationError(
