@@ -136,7 +136,7 @@ async def test_limits_are_configurable_per_run() -> None:
 
 @pytest.mark.parametrize(
     ("tool", "words"),
-    [("huge_int", "64 bits"), ("nan", "finite JSON number"), ("deep", "nested more than")],
+    [("huge_int", "64 bits"), ("nan", "finite number"), ("deep", "nested more than")],
 )
 async def test_a_non_json_result_fails_its_step_and_the_run_returns_a_ledger(
     tool: str, words: str
@@ -149,7 +149,7 @@ async def test_a_non_json_result_fails_its_step_and_the_run_returns_a_ledger(
     }
     result = await run(plan)
     assert result.outcome("a").status == "failed"
-    assert words in (result.outcome("a").error or "")
+    assert words in (result.outcome("a").error or ""), result.outcome("a").error
     assert result.outcome("b").status == "skipped"
     json.dumps(result.model_dump(mode="json"))
 

@@ -91,7 +91,7 @@ def check_int(value: int) -> None:
 
 def check_float(value: float) -> None:
     if not math.isfinite(value):
-        raise LimitExceeded(f"{value} is not a finite JSON number")
+        raise LimitExceeded(f"{value} is not JSON: use a finite number")
 
 
 def plain_json(
