@@ -141,7 +141,8 @@ async def test_catastrophic_regex_neither_freezes_the_worker_nor_sticks(
 async def test_runaway_jsonata_fails_the_step_and_the_workflow_completes(
     client: Client, task_queue: str, worker: Worker, source: str
 ) -> None:
-    handle = await start_plan(client, binding_plan(source), task_queue=task_queue, registry=REGISTRY)
+    plan = binding_plan(source)
+    handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
     result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
     outcome = result.outcome("x")
     assert outcome.status == "failed"
@@ -188,9 +189,7 @@ async def test_wide_fan_out_of_large_arguments_is_paced_under_the_message_limit(
     client: Client, task_queue: str, worker: Worker
 ) -> None:
     # Each fan-out step carries the whole 200 KiB document as an argument.
-    fan = [
-        {"id": f"f{i}", "tool": "echo", "bind": {"value": "steps.doc.text"}} for i in range(24)
-    ]
+    fan = [{"id": f"f{i}", "tool": "echo", "bind": {"value": "steps.doc.text"}} for i in range(24)]
     plan = {
         "steps": [{"id": "doc", "tool": "text", "args": {"kib": 200}}, *fan],
         "returns": ["doc"],
