@@ -182,6 +182,22 @@ async def test_a_result_over_the_returned_limit_fails_the_workflow_with_a_messag
     await still_healthy(client, task_queue)
 
 
+async def test_steps_stop_starting_before_the_history_limit(
+    client: Client, task_queue: str, worker: Worker
+) -> None:
+    chain = [{"id": "t0", "tool": "text", "args": {"kib": 200}}]
+    for i in range(1, 6):
+        chain.append({"id": f"t{i}", "tool": "text", "args": {"kib": 200}, "after": [f"t{i - 1}"]})
+    plan = {"steps": chain, "returns": ["t0"]}
+    result = await run(client, task_queue, plan, max_history_bytes=1200 * 1024)
+    statuses = [o.status for o in result.ledger]
+    assert statuses[0] == "ok"
+    assert "failed" in statuses, statuses
+    failed = next(o for o in result.ledger if o.status == "failed")
+    assert "near Temporal's limit per workflow" in (failed.error or "")
+    await still_healthy(client, task_queue)
+
+
 # -- 4: a wide fan-out of large arguments is paced over several workflow tasks ---------------
 
 

@@ -17,6 +17,9 @@ DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
 DEFAULT_MAX_TASK_BYTES = 1024 * 1024
 """Arguments scheduled in one workflow task: the server takes at most 4 MiB per gRPC
 message, so a wide fan-out of large arguments is started over several tasks."""
+DEFAULT_MAX_HISTORY_BYTES = 40 * 1024 * 1024
+"""Temporal terminates a workflow whose history passes 50 MiB (or 51,200 events): a
+plan stops starting steps well before that, and says why."""
 
 
 def failure_message(exc: BaseException) -> str:
@@ -68,6 +71,7 @@ class PlanInput:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_returned_bytes: int = DEFAULT_MAX_RETURNED_BYTES
     max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
+    max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
     task_queue: str | None = None
 

@@ -43,6 +43,9 @@ with workflow.unsafe.imports_passed_through():
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
 
+MAX_PENDING_ACTIVITIES = 1_000
+MAX_HISTORY_EVENTS = 40_000
+
 # (ok, result or error text, duration in ms, attempts)
 Outcome = tuple[bool, Any, float, int]
 
@@ -144,6 +147,16 @@ class PlanWorkflow:
                     continue
                 if sent and sent + size > request.max_task_bytes:
                     return  # the rest go out in a later workflow task
+                if len(tasks) >= MAX_PENDING_ACTIVITIES:
+                    return  # the server allows 2,000 pending activities per workflow
+                # Every running step may still add a full result to history.
+                growth = sent + size + (len(tasks) + 1) * request.max_result_bytes
+                if _history_near_limit(growth, request.max_history_bytes):
+                    if tasks:
+                        return  # wait for running steps; their results count first
+                    held.pop(0)
+                    run.record_failure(call.step_id, _history_full_message())
+                    continue
                 held.pop(0)
                 sent += size
                 tasks[asyncio.create_task(self._run_step(call, request))] = call
@@ -286,6 +299,24 @@ def _args_too_large(call: StepCall, size: int, request: PlanInput) -> str:
     return (
         f"the arguments of step '{call.step_id}' are {size // 1024} KiB, over the "
         f"{request.max_result_bytes // 1024} KiB limit; bind smaller values"
+    )
+
+
+def _history_near_limit(growth: int, max_bytes: int) -> bool:
+    info = workflow.info()
+    return (
+        info.get_current_history_size() + growth > max_bytes
+        or info.get_current_history_length() > MAX_HISTORY_EVENTS
+    )
+
+
+def _history_full_message() -> str:
+    info = workflow.info()
+    return (
+        f"not started: the plan's history is {info.get_current_history_size() // (1024 * 1024)} "
+        f"MiB in {info.get_current_history_length()} events, near Temporal's limit per "
+        "workflow (50 MiB, 51,200 events); split the work into several plans or return "
+        "smaller results"
     )
 
 
