@@ -70,7 +70,7 @@ async def delete_files(path: str) -> dict[str, Any]:
 def make_registry() -> ToolRegistry:
     registry = ToolRegistry()
     for name, fn in CASE_TOOLS.items():
-        registry.add(fn, name=name, retries=0 if name == "fail" else None)
+        registry.add(fn, name=name, retries=0 if name == "fail" else None, allow_local=True)
     registry.add(flaky, retries=3)
     registry.add(refuse, retries=5)
     registry.add(whoami)
@@ -341,7 +341,12 @@ async def test_local_activity_steps(client: Client, task_queue: str) -> None:
     scheduled = [
         e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    markers = [
+        e
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
     assert len(scheduled) == 1 and len(markers) == 1
 
 

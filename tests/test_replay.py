@@ -73,7 +73,10 @@ TOOLS = [inc, total, classify, flaky, broken]
 
 
 def registry(*tools: Any) -> ToolRegistry:
-    return ToolRegistry(tools or TOOLS)
+    registered = ToolRegistry()
+    for tool in tools or TOOLS:
+        registered.add(tool, allow_local=True)
+    return registered
 
 
 # -- plans ----------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from durable_plan.limits import (
     error_path,
     plain_json,
 )
+from durable_plan.options import ToolOptions
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, Step, plan_field_names
 
 
@@ -40,6 +41,9 @@ class ToolSpec:
     name: str
     input_schema: Mapping[str, Any] | None = None
     refused: str | None = None
+    options: ToolOptions | None = None
+    """The owner's rules; a step's ``retries``, ``timeout_s`` and ``local`` may only
+    tighten them. None (a bare catalog of names) checks no bounds."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,20 @@ class ToolCatalog:
         return cls({s.name: s for s in items})
 
     @classmethod
-    def from_schemas(cls, schemas: Mapping[str, Mapping[str, Any] | None]) -> ToolCatalog:
-        """Every named tool plannable, with its input schema (the durable tool table's view)."""
-        return cls({name: ToolSpec(name, schema) for name, schema in schemas.items()})
+    def from_options(
+        cls, options: Mapping[str, ToolOptions], *, owner_rules: bool = True
+    ) -> ToolCatalog:
+        """Every named tool plannable, with its schema and rules (the durable tool table's view).
+
+        ``owner_rules=False`` leaves the per-step bounds unchecked (replaying plans
+        that started before they were enforced).
+        """
+        return cls(
+            {
+                name: ToolSpec(name, opts.input_schema, None, opts if owner_rules else None)
+                for name, opts in options.items()
+            }
+        )
 
     @property
     def plannable(self) -> list[str]:
@@ -375,6 +390,37 @@ class _Checker:
             return
         if spec.input_schema is not None:
             self._check_arguments(step, spec.input_schema)
+        if spec.options is not None:
+            self._check_owner_rules(step, spec.options)
+
+    def _check_owner_rules(self, step: Step, owner: ToolOptions) -> None:
+        """A plan may tighten what the tool's owner registered, never loosen it."""
+        if step.retries is not None and step.retries > owner.retries:
+            self.add(
+                "owner_rule",
+                f"retries {step.retries} is more than the {owner.retries} that tool "
+                f"'{step.tool}' allows",
+                f"ask for at most {owner.retries} retries, or leave retries out",
+                step.id,
+                "retries",
+            )
+        if step.timeout_s is not None and step.timeout_s > owner.timeout_s:
+            self.add(
+                "owner_rule",
+                f"timeout_s {step.timeout_s:g} is longer than the {owner.timeout_s:g} s that "
+                f"tool '{step.tool}' allows",
+                f"ask for at most {owner.timeout_s:g} s, or leave timeout_s out",
+                step.id,
+                "timeout_s",
+            )
+        if step.local and not owner.may_run_local:
+            self.add(
+                "owner_rule",
+                f"tool '{step.tool}' may not run as a local activity (its owner did not allow it)",
+                "remove local",
+                step.id,
+                "local",
+            )
 
     def _check_arguments(self, step: Step, schema: Mapping[str, Any]) -> None:
         props = schema.get("properties")

@@ -25,6 +25,7 @@ ProblemCode = Literal[
     "cycle",
     "limit",
     "unknown_name",
+    "owner_rule",
 ]
 
 REJECTION_HEADER = "Plan rejected, nothing was executed:"

@@ -24,8 +24,8 @@ from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, 
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
+from durable_plan.approval import ApprovalPolicy
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.check import ToolSpec as CatalogSpec
 from durable_plan.errors import PlanRejected
 from durable_plan.ids import child_workflow_id
 from durable_plan.local import describe_exception, run_checked
@@ -35,7 +35,7 @@ from durable_plan.summary import failure_text, result_for_model
 from durable_plan.temporal.client import checked_input, tool_table
 from durable_plan.temporal.messages import failure_message
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
-from durable_plan.tools import APPROVAL_REFUSAL, ToolRegistry, matches_patterns
+from durable_plan.tools import ToolRegistry
 
 PLUGIN_NAME = "durable-plan"
 
@@ -153,25 +153,14 @@ class WorkflowPlanPlugin(Plugin):
 
     def catalog(self, registry: ToolRegistry, *, durable: bool) -> ToolCatalog:
         """Plannable tools; gated ones are refused in-process and allowed (paused) durably."""
-        specs = {}
-        for spec in registry.catalog(self.plannable or ["*"]).tools.values():
-            if spec.name == PLAN_TOOL_NAME:
-                continue
-            refused = spec.refused
-            if refused == APPROVAL_REFUSAL or (
-                refused is None and self.is_gated(spec.name, registry)
-            ):
-                # A durable plan pauses the gated step for a person; in-process it cannot.
-                refused = None if durable else APPROVAL_REFUSAL
-            specs[spec.name] = CatalogSpec(spec.name, spec.input_schema, refused)
-        return ToolCatalog(specs)
+        plannable = self.plannable if self.plannable is not None else ["*"]
+        catalog = registry.catalog(plannable, approval=self.approval, durable=durable)
+        return ToolCatalog({n: s for n, s in catalog.tools.items() if n != PLAN_TOOL_NAME})
 
-    def is_gated(self, name: str, registry: ToolRegistry) -> bool:
-        """True when a person must approve each call of this tool."""
-        if name in registry and registry.get(name).options.requires_approval:
-            return True
-        patterns = self.approval_required + self._gate_patterns
-        return bool(patterns) and matches_patterns(name, patterns)
+    @property
+    def approval(self) -> ApprovalPolicy:
+        """Who must approve what: the plugin's patterns and the agent's interventions."""
+        return ApprovalPolicy.of(self.approval_required, self._gate_patterns)
 
     # -- internals ------------------------------------------------------------
 
@@ -189,9 +178,7 @@ class WorkflowPlanPlugin(Plugin):
     async def _run_child(
         self, checked: CheckedPlan, registry: ToolRegistry, tool_use_id: str
     ) -> PlanResult:
-        tools = tool_table(registry)
-        for name, options in tools.items():
-            options["requires_approval"] = self.is_gated(name, registry)
+        tools = tool_table(registry, self.approval)
         limits = (
             {} if self.max_result_bytes is None else {"max_result_bytes": self.max_result_bytes}
         )
@@ -231,8 +218,10 @@ class PlanTool(AgentTool):
     @property
     def tool_spec(self) -> ToolSpec:
         if self._spec is None:
-            plannable = None
-            if self._plugin.registry is not None:
+            plannable: list[str] | None = None
+            if self._plugin.plannable == []:
+                plannable = []
+            elif self._plugin.registry is not None:
                 catalog = self._plugin.catalog(
                     self._plugin.registry, durable=workflow.in_workflow()
                 )

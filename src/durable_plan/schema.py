@@ -38,7 +38,12 @@ def plan_tool_description(
     plannable: list[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS
 ) -> str:
     """The tool description: when to plan, the language, and what comes back."""
-    tools = f" Tools you can plan: {', '.join(plannable)}." if plannable else ""
+    if plannable is None:
+        tools = ""
+    elif plannable:
+        tools = f" Tools you can plan: {', '.join(plannable)}."
+    else:
+        tools = " No tool can be planned now (plannable is empty): call tools directly."
     return (
         "Run several tool calls as one plan, without waiting for you between them. Use it when "
         "you already know which tools to call and later calls take their arguments from earlier "

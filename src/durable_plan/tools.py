@@ -11,24 +11,34 @@ raw JSON result so later bindings can address its fields.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 from strands import tool as strands_tool
 from strands.tools.decorator import DecoratedFunctionTool
 from strands.types.tools import AgentTool
 
+from durable_plan.approval import APPROVAL_REFUSAL, ApprovalPolicy
 from durable_plan.check import ToolCatalog, ToolSpec
+from durable_plan.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
+from durable_plan.patterns import matches_patterns
 
-ToolKind = Literal["function", "agent_tool", "activity"]
-
-DEFAULT_TIMEOUT_S = 60.0
-DEFAULT_RETRIES = 2
-APPROVAL_REFUSAL = "it requires human approval"
+__all__ = [
+    "APPROVAL_REFUSAL",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "Tool",
+    "ToolArgumentError",
+    "ToolFailed",
+    "ToolKind",
+    "ToolOptions",
+    "ToolRegistry",
+    "matches_patterns",
+    "unwrap_tool_result",
+]
 
 
 class ToolArgumentError(ValueError):
@@ -37,23 +47,6 @@ class ToolArgumentError(ValueError):
 
 class ToolFailed(RuntimeError):
     """A Strands tool reported status "error"; the message is the tool's own text."""
-
-
-@dataclass(frozen=True)
-class ToolOptions:
-    """Per-tool defaults for durable runs; plain data so it can travel in workflow input."""
-
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    retries: int = DEFAULT_RETRIES
-    heartbeat_timeout_s: float | None = None
-    requires_approval: bool = False
-    local: bool = False
-    input_schema: dict[str, Any] | None = None
-    kind: ToolKind = "function"
-    params: list[str] = field(default_factory=list)
-    defaults: dict[str, Any] = field(default_factory=dict)
-    """An existing activity's JSON parameter defaults, for arguments it is called
-    with positionally (a skipped middle parameter must get its default, not None)."""
 
 
 @dataclass(frozen=True)
@@ -110,11 +103,14 @@ class ToolRegistry:
         heartbeat_timeout_s: float | None = None,
         requires_approval: bool = False,
         local: bool = False,
+        allow_local: bool = False,
     ) -> Tool:
         """Register a Strands tool, a plain function, or a Temporal activity.
 
         ``local=True`` runs the tool's plan steps as local activities by default:
         for short, pure tools it saves a server round trip per step.
+        ``allow_local=True`` lets a plan step ask for that (``"local": true``).
+        ``timeout_s`` and ``retries`` are upper bounds: a step may ask for less.
         """
         tool = _to_tool(obj, name)
         options = replace(
@@ -124,6 +120,8 @@ class ToolRegistry:
             heartbeat_timeout_s=heartbeat_timeout_s,
             requires_approval=requires_approval,
             local=local,
+            allow_local=allow_local,
+            input_schema=tool.input_schema,
         )
         tool = replace(tool, options=options)
         if tool.name in self._tools:
@@ -150,23 +148,28 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def catalog(self, plannable: Sequence[str] = ("*",)) -> ToolCatalog:
-        """What the checker may accept: plannable patterns applied, approval-gated refused."""
+    def catalog(
+        self,
+        plannable: Sequence[str] = ("*",),
+        *,
+        approval: ApprovalPolicy | None = None,
+        durable: bool = False,
+    ) -> ToolCatalog:
+        """What the checker may accept: ``plannable`` applied (``[]``: nothing), and
+        approval-gated tools refused in-process or paused durably (``ApprovalPolicy``)."""
         specs = []
         for tool in self._tools.values():
             refused = None
             if not matches_patterns(tool.name, plannable):
                 refused = "it is excluded from plans by the plannable setting"
-            elif tool.options.requires_approval:
-                refused = APPROVAL_REFUSAL
-            specs.append(ToolSpec(tool.name, tool.input_schema, refused))
-        return ToolCatalog({s.name: s for s in specs})
+            specs.append(ToolSpec(tool.name, tool.input_schema, refused, tool.options))
+        catalog = ToolCatalog({s.name: s for s in specs})
+        return (approval or ApprovalPolicy()).apply(catalog, durable=durable)
 
-    def options(self) -> dict[str, ToolOptions]:
-        """Per-tool durable defaults, as plain data for workflow input."""
-        return {
-            name: replace(t.options, input_schema=t.input_schema) for name, t in self._tools.items()
-        }
+    def options(self, approval: ApprovalPolicy | None = None) -> dict[str, ToolOptions]:
+        """Per-tool durable rules, as plain data for workflow input (gates applied)."""
+        options = {name: t.options for name, t in self._tools.items()}
+        return (approval or ApprovalPolicy()).options(options)
 
     def timeouts(self) -> dict[str, float]:
         """Per-tool timeouts, so a hung tool fails its step in-process too."""
@@ -175,17 +178,6 @@ class ToolRegistry:
     async def invoke(self, name: str, args: dict[str, Any]) -> Any:
         """An ``Invoker`` for the in-process runner."""
         return await self.get(name).invoke(args)
-
-
-def matches_patterns(name: str, patterns: Sequence[str]) -> bool:
-    """``["*", "!delete_*"]``: later patterns win; ``!`` excludes; ``*`` wildcards anywhere."""
-    allowed = False
-    for pattern in patterns:
-        negate = pattern.startswith("!")
-        body = pattern[1:] if negate else pattern
-        if fnmatch.fnmatchcase(name, body):
-            allowed = not negate
-    return allowed
 
 
 def _to_tool(obj: Any, name: str | None) -> Tool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import (
@@ -19,6 +19,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
+from durable_plan.approval import ApprovalPolicy
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.temporal.messages import (
@@ -35,10 +36,13 @@ class PlanFailed(RuntimeError):
     """The plan workflow itself failed (not a step: the plan as a whole)."""
 
 
-def tool_table(registry: ToolRegistry | Mapping[str, ToolOptions]) -> dict[str, dict[str, Any]]:
-    """Per-tool durable options as plain dicts, the form ``PlanInput`` carries."""
-    options = registry.options() if isinstance(registry, ToolRegistry) else dict(registry)
-    return {name: asdict(opts) for name, opts in options.items()}
+def tool_table(
+    registry: ToolRegistry | Mapping[str, ToolOptions], approval: ApprovalPolicy | None = None
+) -> dict[str, ToolOptions]:
+    """Per-tool durable rules, the form ``PlanInput`` carries (approval gates applied)."""
+    if isinstance(registry, ToolRegistry):
+        return registry.options(approval)
+    return (approval or ApprovalPolicy()).options(registry)
 
 
 def plan_input(
@@ -51,16 +55,14 @@ def plan_input(
 ) -> PlanInput:
     """Check ``plan`` against the tools (raises ``PlanRejected``) and build the workflow input."""
     tools = tool_table(registry)
-    catalog = ToolCatalog.from_schemas({n: o.get("input_schema") for n, o in tools.items()})
+    catalog = ToolCatalog.from_options(tools)
     checked = check_plan(plan, catalog=catalog, max_steps=max_steps, durable=True)
     return checked_input(
         checked, tools, max_steps=max_steps, max_result_bytes=max_result_bytes, **extra
     )
 
 
-def checked_input(
-    checked: CheckedPlan, tools: dict[str, dict[str, Any]], **fields: Any
-) -> PlanInput:
+def checked_input(checked: CheckedPlan, tools: dict[str, ToolOptions], **fields: Any) -> PlanInput:
     """The workflow input for a plan the caller has already checked."""
     plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
     return PlanInput(plan=plan, tools=tools, **fields)

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from durable_plan.options import ToolOptions
+
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
 DEFAULT_MAX_TASK_BYTES = 1024 * 1024
@@ -60,13 +62,15 @@ class StepResponse:
 class PlanInput:
     """Everything ``PlanWorkflow`` needs; the tool table travels with the plan.
 
-    ``tools`` maps a tool name to its durable options (``ToolOptions`` as a
-    dict): the workflow checks the plan against it and takes timeouts, retries
-    and approval gates from it, so it never reads worker-local state.
+    ``tools`` maps a tool name to the rules it was registered with
+    (``ToolOptions``, approval gates applied): the workflow checks the plan
+    against it (a step may only tighten them) and takes timeouts, retries and
+    gates from it, so it never reads worker-local state. An empty table means
+    no tool may be planned, not every tool.
     """
 
     plan: dict[str, Any]
-    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tools: dict[str, ToolOptions] = field(default_factory=dict)
     max_steps: int = 32
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_returned_bytes: int = DEFAULT_MAX_RETURNED_BYTES
@@ -78,8 +82,14 @@ class PlanInput:
 
 @dataclass
 class ApprovalDecision:
-    """A person's answer to a gated step."""
+    """A person's answer to a step awaiting approval.
+
+    ``args_digest`` (from ``progress``, or ``approval.args_digest(args)``) binds
+    the answer to the arguments the person saw: if the step's bound arguments
+    have another digest, the decision is refused.
+    """
 
     step_id: str
     approved: bool
     reason: str = ""
+    args_digest: str | None = None

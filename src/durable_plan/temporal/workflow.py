@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -34,6 +35,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
     from durable_plan.engine import PlanRun, StepCall
     from durable_plan.errors import PlanRejected
+    from durable_plan.options import ToolOptions
+    from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.messages import (
         ApprovalDecision,
         PlanInput,
@@ -42,6 +45,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
+
+OWNER_RULES_PATCH = "owner-rules"
+"""Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""
 
 MAX_PENDING_ACTIVITIES = 1_000
 MAX_HISTORY_EVENTS = 40_000
@@ -56,12 +62,14 @@ class PlanWorkflow:
 
     def __init__(self) -> None:
         self._run: PlanRun | None = None
-        self._awaiting: set[str] = set()
-        self._decisions: dict[str, ApprovalDecision] = {}
+        self._desk = ApprovalDesk(())
+        self._owner_rules = True
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
 
     @workflow.run
     async def run(self, request: PlanInput) -> dict[str, Any]:
+        # Plans started before the owner's rules were enforced replay as they ran.
+        self._owner_rules = workflow.patched(OWNER_RULES_PATCH)
         try:
             return await self._execute(self._check(request), request)
         except PlanRejected as exc:
@@ -80,56 +88,55 @@ class PlanWorkflow:
 
     @workflow.query
     def progress(self) -> list[dict[str, Any]]:
-        """The ledger so far: phase, attempts, durations, errors, approvals awaited."""
+        """The ledger so far: phase, attempts, durations, errors; for a step awaiting
+        approval, the bound arguments and their digest; refused decisions."""
         if self._run is None:
             return []
         lines = []
         for line in self._run.progress():
-            phase = "awaiting_approval" if line.id in self._awaiting else line.phase
+            awaiting = self._desk.is_awaiting(line.id)
             lines.append(
                 {
                     "id": line.id,
                     "tool": line.tool,
-                    "phase": phase,
+                    "phase": "awaiting_approval" if awaiting else line.phase,
                     "level": line.level,
                     "duration_ms": line.duration_ms,
                     "attempts": line.attempts,
                     "error": line.error,
+                    **self._desk.details(line.id),
                 }
             )
         return lines
 
     @workflow.signal
     def approve_step(self, decision: ApprovalDecision) -> None:
-        """Approve or reject a gated step (fire-and-forget; works from other workflows)."""
-        self._decisions.setdefault(decision.step_id, decision)
+        """Approve or reject a step awaiting approval (fire-and-forget; works from other
+        workflows). Refused, recorded in ``progress`` and ignored for any other step."""
+        self._desk.offer(decision)
 
     @workflow.update
     def decide_step(self, decision: ApprovalDecision) -> str:
-        """Approve or reject a gated step and hear back that it was taken."""
-        self._decisions[decision.step_id] = decision
+        """Approve or reject a step awaiting approval and hear back that it was taken."""
+        self._desk.take(decision)
         return "approved" if decision.approved else "rejected"
 
     @decide_step.validator
     def _validate_decision(self, decision: ApprovalDecision) -> None:
-        if decision.step_id not in self._awaiting:
-            waiting = ", ".join(sorted(self._awaiting)) or "none"
-            raise ValueError(
-                f"step '{decision.step_id}' is not awaiting approval (awaiting: {waiting})"
-            )
+        reason = self._desk.refusal(decision)
+        if reason is not None:
+            raise ValueError(reason)
 
     # -- internals ------------------------------------------------------------
 
     def _check(self, request: PlanInput) -> CheckedPlan:
-        catalog = None
-        if request.tools:
-            catalog = ToolCatalog.from_schemas(
-                {name: opts.get("input_schema") for name, opts in request.tools.items()}
-            )
+        # An empty tool table means no tool may be planned, never "any tool".
+        catalog = ToolCatalog.from_options(request.tools, owner_rules=self._owner_rules)
         return check_plan(request.plan, catalog=catalog, max_steps=request.max_steps, durable=True)
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(checked)
+        self._desk = ApprovalDesk(checked.steps)
         order = {sid: n for n, sid in enumerate(checked.steps)}
         tasks: dict[asyncio.Task[Outcome], StepCall] = {}
         held: list[StepCall] = []  # handed out, waiting for room in a workflow task
@@ -200,65 +207,113 @@ class PlanWorkflow:
         return _bounded_payload(run, request)
 
     async def _run_step(self, call: StepCall, request: PlanInput) -> Outcome:
-        options = request.tools.get(call.tool, {})
-        if options.get("requires_approval"):
-            rejected = await self._await_approval(call.step_id)
+        """One step: a person's approval if its tool is gated, then its activity."""
+        options = request.tools[call.tool]
+        if options.requires_approval:
+            rejected = await self._await_approval(call)
             if rejected is not None:
                 return False, rejected, 0.0, 0
-        timeout_s = call.timeout_s or float(options.get("timeout_s", 60.0))
-        retries = call.retries if call.retries is not None else int(options.get("retries", 2))
-        retry = RetryPolicy(
-            initial_interval=timedelta(seconds=request.retry_initial_interval_s),
-            backoff_coefficient=2.0,
-            maximum_interval=timedelta(seconds=30),
-            maximum_attempts=retries + 1,
-        )
-        heartbeat = options.get("heartbeat_timeout_s")
-        summary = f"{call.step_id}: {call.tool}"
-        raw_activity = options.get("kind") == "activity"
-        arg: Any = StepRequest(call.step_id, call.args, request.max_result_bytes)
-        args: list[Any] = [arg] if not raw_activity else _positional(call.args, options)
-        common: dict[str, Any] = {
-            "args": args,
-            "start_to_close_timeout": timedelta(seconds=timeout_s),
-            "retry_policy": retry,
-            "activity_id": call.step_id,
-            "summary": summary,
-        }
-        if not raw_activity:
-            common["result_type"] = StepResponse
+        policy = _StepPolicy.of(call, options, owner_rules=self._owner_rules)
         try:
-            if call.local or (options.get("local") and not raw_activity):
-                handle = workflow.start_local_activity(call.tool, **common)
-            else:
-                handle = workflow.start_activity(
-                    call.tool,
-                    heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
-                    task_queue=request.task_queue,
-                    **common,
-                )
             try:
-                response = await handle
+                if options.kind == "activity":
+                    return await self._run_raw_activity(call, options, policy, request)
+                return await self._run_tool_activity(call, policy, request)
             finally:
                 self._server_events += 1
         except ActivityError as exc:
-            return _failure(exc, timeout_s, retries + 1)
-        if raw_activity:
-            return True, response, 0.0, 1
+            return _failure(exc, policy.timeout_s, policy.max_attempts)
+
+    async def _run_tool_activity(
+        self, call: StepCall, policy: _StepPolicy, request: PlanInput
+    ) -> Outcome:
+        """A registered tool, through its wrapper activity (validated, bounded JSON result)."""
+        arg = StepRequest(call.step_id, call.args, request.max_result_bytes)
+        common = policy.activity_options(call, request)
+        response: StepResponse
+        if policy.local:
+            response = await workflow.execute_local_activity(
+                call.tool, arg, result_type=StepResponse, **common
+            )
+        else:
+            response = await workflow.execute_activity(
+                call.tool, arg, result_type=StepResponse, **policy.remote_options(request), **common
+            )
         return True, response.result, response.duration_ms, response.attempt
 
-    async def _await_approval(self, step_id: str) -> str | None:
+    async def _run_raw_activity(
+        self, call: StepCall, options: ToolOptions, policy: _StepPolicy, request: PlanInput
+    ) -> Outcome:
+        """An existing activity, called as it is: positional arguments, its own result."""
+        result = await workflow.execute_activity(
+            call.tool,
+            args=_positional(call.args, options),
+            **policy.remote_options(request),
+            **policy.activity_options(call, request),
+        )
+        return True, result, 0.0, 1
+
+    async def _await_approval(self, call: StepCall) -> str | None:
         """Pause until a person decides; None means approved, else the rejection text."""
-        self._awaiting.add(step_id)
+        self._desk.open(call.step_id, call.args)
         try:
-            await workflow.wait_condition(lambda: step_id in self._decisions)
+            await workflow.wait_condition(lambda: self._desk.decision(call.step_id) is not None)
         finally:
-            self._awaiting.discard(step_id)
-        decision = self._decisions[step_id]
+            self._desk.close(call.step_id)
+        decision = self._desk.decision(call.step_id)
+        assert decision is not None
         if decision.approved:
             return None
         reason = f": {decision.reason}" if decision.reason else ""
         return f"rejected by a person{reason}"
+
+
+@dataclass(frozen=True)
+class _StepPolicy:
+    """How one step's activity runs: the owner's rules, tightened by the step."""
+
+    timeout_s: float
+    retries: int
+    heartbeat_timeout_s: float | None
+    local: bool
+
+    @classmethod
+    def of(cls, call: StepCall, options: ToolOptions, *, owner_rules: bool) -> _StepPolicy:
+        timeout = call.timeout_s or options.timeout_s
+        retries = options.retries if call.retries is None else call.retries
+        local = options.local or call.local
+        if owner_rules:
+            # The checker already refused a step asking for more than the owner allows;
+            # this keeps the rule even for input that skipped the checker.
+            timeout = min(timeout, options.timeout_s)
+            retries = min(retries, options.retries)
+            local = options.local or (call.local and options.may_run_local)
+        heartbeat = options.heartbeat_timeout_s
+        return cls(timeout, retries, heartbeat, local and options.kind != "activity")
+
+    @property
+    def max_attempts(self) -> int:
+        return self.retries + 1
+
+    def activity_options(self, call: StepCall, request: PlanInput) -> dict[str, Any]:
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.timeout_s),
+            "retry_policy": RetryPolicy(
+                initial_interval=timedelta(seconds=request.retry_initial_interval_s),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(seconds=30),
+                maximum_attempts=self.max_attempts,
+            ),
+            "activity_id": call.step_id,
+            "summary": f"{call.step_id}: {call.tool}",
+        }
+
+    def remote_options(self, request: PlanInput) -> dict[str, Any]:
+        heartbeat = self.heartbeat_timeout_s
+        return {
+            "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
+            "task_queue": request.task_queue,
+        }
 
 
 def _failure(exc: ActivityError, timeout_s: float, max_attempts: int) -> Outcome:
@@ -320,18 +375,17 @@ def _history_full_message() -> str:
     )
 
 
-def _positional(args: dict[str, Any], options: dict[str, Any]) -> list[Any]:
+def _positional(args: dict[str, Any], options: ToolOptions) -> list[Any]:
     """An existing activity's arguments in signature order, with its own defaults.
 
     Omitted trailing parameters are left out, so the function's defaults apply;
     an omitted parameter before a given one gets its (JSON) default from the
     registry, never ``None``.
     """
-    params: list[str] = options.get("params") or []
-    defaults: dict[str, Any] = options.get("defaults") or {}
+    params = options.params
     given = [n for n, p in enumerate(params) if p in args]
     last = given[-1] if given else -1
-    return [args[p] if p in args else defaults.get(p) for p in params[: last + 1]]
+    return [args[p] if p in args else options.defaults.get(p) for p in params[: last + 1]]
 
 
 def _bounded_payload(run: PlanRun, request: PlanInput) -> dict[str, Any]:

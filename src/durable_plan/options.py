@@ -1,0 +1,45 @@
+"""What a tool's owner decided about how it runs: the rules a plan may only tighten.
+
+Plain data with no dependency on Strands or Temporal, so it travels inside the
+plan workflow's input as it is (the workflow reads these typed fields, never a
+string-keyed table with its own defaults) and the checker can hold a plan's
+per-step options against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ToolKind = Literal["function", "agent_tool", "activity"]
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """Per-tool rules for durable runs, set when the tool is registered.
+
+    A plan step may ask for fewer ``retries`` and a shorter ``timeout_s``, and
+    for ``local`` only where ``local`` or ``allow_local`` is set; asking for
+    more is a check error naming the bound.
+    """
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    heartbeat_timeout_s: float | None = None
+    requires_approval: bool = False
+    local: bool = False
+    allow_local: bool = False
+    input_schema: dict[str, Any] | None = None
+    kind: ToolKind = "function"
+    params: list[str] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """An existing activity's JSON parameter defaults, for arguments it is called
+    with positionally (a skipped middle parameter must get its default, not None)."""
+
+    @property
+    def may_run_local(self) -> bool:
+        """Existing activities always run as registered; others where the owner allows."""
+        return self.kind != "activity" and (self.local or self.allow_local)

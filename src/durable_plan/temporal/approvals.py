@@ -1,0 +1,81 @@
+"""The approval desk of one plan workflow: which steps await a person, and what they saw.
+
+A decision is taken only for a step that is awaiting approval now, when its
+arguments are bound and shown in ``progress``; a signal that arrives early (or
+names the wrong step, or carries the digest of other arguments) is refused,
+recorded where ``progress`` shows it, and ignored. Pure bookkeeping, no
+Temporal calls, so the workflow's handlers stay one line each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from durable_plan.approval import args_digest
+from durable_plan.limits import truncate_text
+from durable_plan.temporal.messages import ApprovalDecision
+
+MAX_REFUSALS_KEPT = 5
+"""Per step: decisions are sent by people and programs, and may be repeated."""
+
+
+class ApprovalDesk:
+    def __init__(self, step_ids: Iterable[str]) -> None:
+        self._known = frozenset(step_ids)
+        self._awaiting: dict[str, dict[str, Any]] = {}
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._refused: dict[str, list[str]] = {}
+
+    def open(self, step_id: str, args: dict[str, Any]) -> None:
+        """The step waits for a person, who will see (and may bind to) these arguments."""
+        self._awaiting[step_id] = args
+
+    def close(self, step_id: str) -> None:
+        self._awaiting.pop(step_id, None)
+
+    def is_awaiting(self, step_id: str) -> bool:
+        return step_id in self._awaiting
+
+    def decision(self, step_id: str) -> ApprovalDecision | None:
+        return self._decisions.get(step_id)
+
+    def refusal(self, decision: ApprovalDecision) -> str | None:
+        """Why this decision cannot be taken now, or None when it can."""
+        step_id = decision.step_id
+        if step_id not in self._awaiting:
+            waiting = ", ".join(sorted(self._awaiting)) or "none"
+            return f"step '{step_id}' is not awaiting approval (awaiting: {waiting})"
+        if step_id in self._decisions:
+            return f"step '{step_id}' was already decided"
+        expected = args_digest(self._awaiting[step_id])
+        if decision.args_digest is not None and decision.args_digest != expected:
+            return (
+                f"the decision for step '{step_id}' was made for arguments with digest "
+                f"{decision.args_digest}, but the step's arguments have digest {expected}"
+            )
+        return None
+
+    def take(self, decision: ApprovalDecision) -> None:
+        self._decisions[decision.step_id] = decision
+
+    def offer(self, decision: ApprovalDecision) -> None:
+        """A signal: take it if it may be taken now, else record why not and ignore it."""
+        reason = self.refusal(decision)
+        if reason is None:
+            self.take(decision)
+        elif decision.step_id in self._known:
+            kept = self._refused.setdefault(decision.step_id, [])
+            kept.append(truncate_text(f"approve_step ignored: {reason}", 300))
+            del kept[:-MAX_REFUSALS_KEPT]
+
+    def details(self, step_id: str) -> dict[str, Any]:
+        """What ``progress`` adds to a step's line: the arguments awaiting a decision, refusals."""
+        extra: dict[str, Any] = {}
+        if step_id in self._awaiting:
+            args = self._awaiting[step_id]
+            extra["args"] = args
+            extra["args_digest"] = args_digest(args)
+        if step_id in self._refused:
+            extra["refused_decisions"] = list(self._refused[step_id])
+        return extra
