@@ -70,3 +70,16 @@ class PlanRejected(ValueError):
 
 class StepError(Exception):
     """A step failed for a reason the plan engine found (binding, condition, result)."""
+
+
+class StepFailure(Exception):
+    """Raised by an invoker when the message is already the step's error, word for word
+    (a hook's cancellation, a tool asking for a person), not a tool's exception."""
+
+
+def interrupt_message(tool: str) -> str:
+    """What the model reads when a tool needs a person's answer inside a plan."""
+    return (
+        f"tool '{tool}' asked for a person's input (a Strands interrupt), which cannot be "
+        "answered inside a plan: call it directly, outside the plan"
+    )

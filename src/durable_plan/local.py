@@ -14,6 +14,7 @@ from typing import Any
 
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.engine import PlanRun, StepCall
+from durable_plan.errors import StepFailure
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.tools import ToolRegistry
 
@@ -107,6 +108,8 @@ async def _invoke(
 
 def describe_exception(exc: BaseException) -> str:
     """A one-line error the model can read: the class name and the message."""
+    if isinstance(exc, StepFailure):
+        return str(exc)
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

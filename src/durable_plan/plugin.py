@@ -27,12 +27,14 @@ from temporalio.exceptions import ChildWorkflowError
 from durable_plan.approval import ApprovalPolicy
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.errors import PlanRejected
+from durable_plan.hooks import ToolHooks, hooked_invoker
 from durable_plan.ids import child_workflow_id
-from durable_plan.local import describe_exception, run_checked
+from durable_plan.local import Invoker, describe_exception, run_checked
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
 from durable_plan.temporal.client import checked_input, tool_table
+from durable_plan.temporal.hook_relay import hook_relay
 from durable_plan.temporal.messages import failure_message
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolRegistry
@@ -120,12 +122,14 @@ class WorkflowPlanPlugin(Plugin):
             registry = self._registry_for(agent, durable)
             catalog = self.catalog(registry, durable=durable)
             checked = _check(tool_use["input"], catalog, self.max_steps, durable)
+            hooks = ToolHooks(agent) if agent is not None else None
             if durable:
-                result = await self._run_child(checked, registry, tool_use_id)
+                result = await self._run_child(checked, registry, tool_use_id, hooks)
             else:
-                result = await run_checked(
-                    checked, registry.invoke, tool_timeouts=registry.timeouts()
-                )
+                invoker = _invoker_for(registry, agent)
+                if hooks is not None and hooks.active:
+                    invoker = hooked_invoker(invoker, hooks, tool_use_id)
+                result = await run_checked(checked, invoker, tool_timeouts=registry.timeouts())
         except PlanRejected as exc:
             return _error(tool_use_id, str(exc))
         except _PlanFailed as exc:
@@ -176,26 +180,41 @@ class WorkflowPlanPlugin(Plugin):
         return ToolRegistry(tools)
 
     async def _run_child(
-        self, checked: CheckedPlan, registry: ToolRegistry, tool_use_id: str
+        self,
+        checked: CheckedPlan,
+        registry: ToolRegistry,
+        tool_use_id: str,
+        hooks: ToolHooks | None,
     ) -> PlanResult:
         tools = tool_table(registry, self.approval)
-        limits = (
+        limits: dict[str, Any] = (
             {} if self.max_result_bytes is None else {"max_result_bytes": self.max_result_bytes}
         )
+        parent = workflow.info()
+        child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
+        relay = None
+        if hooks is not None and hooks.active:
+            # Each step passes the agent's tool hooks, run here in the agent's workflow.
+            relay = hook_relay()
+            gated = frozenset(n for n, o in tools.items() if o.requires_approval)
+            relay.register(child_id, hooks, gated)
+            limits["hooks_workflow_id"] = parent.workflow_id
         request = checked_input(
             checked, tools, max_steps=self.max_steps, task_queue=self.task_queue, **limits
         )
-        parent = workflow.info()
         try:
             raw = await workflow.execute_child_workflow(
                 PLAN_WORKFLOW_NAME,
                 request,
-                id=child_workflow_id(parent.workflow_id, "plan", tool_use_id),
+                id=child_id,
                 task_queue=self.task_queue or parent.task_queue,
                 result_type=dict,
             )
         except ChildWorkflowError as exc:
             raise _PlanFailed(failure_message(exc)) from None
+        finally:
+            if relay is not None:
+                relay.unregister(child_id)
         return PlanResult.model_validate(raw)
 
 
@@ -241,6 +260,16 @@ class PlanTool(AgentTool):
 
 class _PlanFailed(Exception):
     """The plan as a whole failed (child workflow failure, misconfiguration)."""
+
+
+def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
+    """The registry's tools, called with the agent in their invocation state (as Strands does)."""
+    state = {"agent": agent} if agent is not None else {}
+
+    async def invoke(name: str, args: dict[str, Any]) -> Any:
+        return await registry.invoke(name, args, state)
+
+    return invoke
 
 
 def _check(raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool) -> CheckedPlan:

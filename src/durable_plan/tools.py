@@ -18,11 +18,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from strands import tool as strands_tool
+from strands.interrupt import InterruptException
 from strands.tools.decorator import DecoratedFunctionTool
+from strands.types._events import ToolInterruptEvent
 from strands.types.tools import AgentTool
 
 from durable_plan.approval import APPROVAL_REFUSAL, ApprovalPolicy
 from durable_plan.check import ToolCatalog, ToolSpec
+from durable_plan.errors import StepFailure, interrupt_message
 from durable_plan.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
 from durable_plan.patterns import matches_patterns
 
@@ -60,10 +63,17 @@ class Tool:
     target: Any
     options: ToolOptions
 
-    async def invoke(self, args: Mapping[str, Any]) -> Any:
-        """Validate ``args``, call the tool, and return its raw (JSON) result."""
+    async def invoke(
+        self, args: Mapping[str, Any], invocation_state: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Validate ``args``, call the tool, and return its raw (JSON) result.
+
+        ``invocation_state`` reaches Strands tools that take a ``ToolContext`` (which
+        needs the ``agent``), as when the agent calls them directly.
+        """
         if self.kind == "agent_tool":
-            return await _stream_agent_tool(self.target, self.name, dict(args))
+            state = dict(invocation_state or {})
+            return await _stream_agent_tool(self.target, self.name, dict(args), state)
         func, validated = self._prepare(args)
         if inspect.iscoroutinefunction(func):
             return await func(**validated)
@@ -175,9 +185,15 @@ class ToolRegistry:
         """Per-tool timeouts, so a hung tool fails its step in-process too."""
         return {name: t.options.timeout_s for name, t in self._tools.items()}
 
-    async def invoke(self, name: str, args: dict[str, Any]) -> Any:
+    async def invoke(
+        self, name: str, args: dict[str, Any], invocation_state: Mapping[str, Any] | None = None
+    ) -> Any:
         """An ``Invoker`` for the in-process runner."""
-        return await self.get(name).invoke(args)
+        try:
+            return await self.get(name).invoke(args, invocation_state)
+        except InterruptException:
+            # Nobody can answer a person's question in the middle of a plan.
+            raise StepFailure(interrupt_message(name)) from None
 
 
 def _to_tool(obj: Any, name: str | None) -> Tool:
@@ -258,10 +274,14 @@ def _argument_message(tool: str, exc: ValueError) -> str:
     return f"tool '{tool}' got bad arguments: {exc}"
 
 
-async def _stream_agent_tool(agent_tool: AgentTool, name: str, args: dict[str, Any]) -> Any:
+async def _stream_agent_tool(
+    agent_tool: AgentTool, name: str, args: dict[str, Any], invocation_state: dict[str, Any]
+) -> Any:
     tool_use = {"toolUseId": f"plan-{name}", "name": name, "input": args}
     last: Any = None
-    async for event in agent_tool.stream(tool_use, {}):  # type: ignore[arg-type]
+    async for event in agent_tool.stream(tool_use, invocation_state):  # type: ignore[arg-type]
+        if isinstance(event, ToolInterruptEvent):
+            raise InterruptException(event.interrupts[0])
         last = event
     result = getattr(last, "tool_result", last)
     return unwrap_tool_result(result)

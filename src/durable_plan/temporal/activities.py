@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from strands.interrupt import InterruptException
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.engine import as_json, non_json_message
-from durable_plan.errors import StepError
+from durable_plan.errors import StepError, interrupt_message
 from durable_plan.limits import truncate_text
 from durable_plan.local import describe_exception
 from durable_plan.temporal.messages import StepRequest, StepResponse
@@ -77,6 +78,9 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
                 raw = await tool.invoke(request.args)
         except ToolArgumentError as exc:
             raise failure(str(exc), "BadArgument", retryable=False) from None
+        except InterruptException:
+            # Retrying cannot answer a person's question: fail once, with what to do.
+            raise failure(interrupt_message(tool.name), "Interrupted", retryable=False) from None
         except ApplicationError as exc:
             # The tool's own decision (type, retryable, delay) stands; its details follow ours.
             raise failure(

@@ -107,11 +107,17 @@ class PlanHandle:
                         line["error"] = info.last_failure.message
         return lines
 
-    async def decide(self, step_id: str, approved: bool, reason: str = "") -> str:
-        """Approve or reject a step that is awaiting approval (ValueError if it is not)."""
+    async def decide(
+        self, step_id: str, approved: bool, reason: str = "", *, args_digest: str | None = None
+    ) -> str:
+        """Approve or reject a step that is awaiting approval (ValueError if it is not).
+
+        ``args_digest`` (from ``progress()``) binds the decision to the arguments the
+        person saw: if the step's arguments have another digest, it is refused.
+        """
         try:
             result: str = await self.handle.execute_update(
-                "decide_step", ApprovalDecision(step_id, approved, reason)
+                "decide_step", ApprovalDecision(step_id, approved, reason, args_digest)
             )
         except WorkflowUpdateFailedError as exc:
             raise ValueError(failure_message(exc)) from None

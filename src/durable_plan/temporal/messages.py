@@ -78,6 +78,8 @@ class PlanInput:
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
     task_queue: str | None = None
+    hooks_workflow_id: str | None = None
+    """The agent workflow whose tool hooks each step must pass (``HOOK_REQUEST_SIGNAL``)."""
 
 
 @dataclass
@@ -93,3 +95,37 @@ class ApprovalDecision:
     approved: bool
     reason: str = ""
     args_digest: str | None = None
+
+
+HOOK_REQUEST_SIGNAL = "durable_plan_tool_hook"
+HOOK_REPLY_SIGNAL = "durable_plan_tool_hook_reply"
+
+
+@dataclass
+class HookRequest:
+    """A plan workflow asks its agent's workflow to run the tool hooks for one step.
+
+    ``phase`` is "before" (``args`` about to be used) or "after" (``ok`` and
+    ``value``: the result, or the error text).
+    """
+
+    plan_workflow_id: str
+    step_id: str
+    tool: str
+    phase: str
+    args: dict[str, Any]
+    ok: bool = True
+    value: Any = None
+
+
+@dataclass
+class HookReply:
+    """The hooks' decision: before, ``cancel`` or the (possibly rewritten) ``args``;
+    after, ``ok`` and the (possibly rewritten) ``value``."""
+
+    step_id: str
+    phase: str
+    cancel: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    value: Any = None

@@ -17,8 +17,9 @@ re-import of jsonata and pydantic per run plus several milliseconds per step
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -38,7 +39,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.options import ToolOptions
     from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.messages import (
+        HOOK_REPLY_SIGNAL,
+        HOOK_REQUEST_SIGNAL,
         ApprovalDecision,
+        HookReply,
+        HookRequest,
         PlanInput,
         StepRequest,
         StepResponse,
@@ -46,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
 
+HOOK_TIMEOUT_S = 300
 OWNER_RULES_PATCH = "owner-rules"
 """Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""
 
@@ -64,6 +70,7 @@ class PlanWorkflow:
         self._run: PlanRun | None = None
         self._desk = ApprovalDesk(())
         self._owner_rules = True
+        self._hook_replies: dict[tuple[str, str], HookReply] = {}
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
 
     @workflow.run
@@ -207,12 +214,28 @@ class PlanWorkflow:
         return _bounded_payload(run, request)
 
     async def _run_step(self, call: StepCall, request: PlanInput) -> Outcome:
-        """One step: a person's approval if its tool is gated, then its activity."""
+        """One step: the agent's before-hooks, a person's approval if the tool is gated,
+        the activity, the agent's after-hooks."""
+        hooked = request.hooks_workflow_id is not None
+        if hooked:
+            before = await self._ask_hooks(request, call, "before")
+            if before.cancel is not None:
+                return False, before.cancel, 0.0, 0
+            call = replace(call, args=before.args)
         options = request.tools[call.tool]
         if options.requires_approval:
             rejected = await self._await_approval(call)
             if rejected is not None:
                 return False, rejected, 0.0, 0
+        ok, value, duration_ms, attempts = await self._run_activity(call, options, request)
+        if hooked:
+            after = await self._ask_hooks(request, call, "after", ok, value)
+            ok, value = after.ok, after.value
+        return ok, value, duration_ms, attempts
+
+    async def _run_activity(
+        self, call: StepCall, options: ToolOptions, request: PlanInput
+    ) -> Outcome:
         policy = _StepPolicy.of(call, options, owner_rules=self._owner_rules)
         try:
             try:
@@ -223,6 +246,33 @@ class PlanWorkflow:
                 self._server_events += 1
         except ActivityError as exc:
             return _failure(exc, policy.timeout_s, policy.max_attempts)
+
+    @workflow.signal(name=HOOK_REPLY_SIGNAL)
+    def hook_reply(self, reply: HookReply) -> None:
+        """The agent's tool hooks answered for one step (see ``HookRelay``)."""
+        self._hook_replies[(reply.step_id, reply.phase)] = reply
+
+    async def _ask_hooks(
+        self, request: PlanInput, call: StepCall, phase: str, ok: bool = True, value: Any = None
+    ) -> HookReply:
+        assert request.hooks_workflow_id is not None
+        agent = workflow.get_external_workflow_handle(request.hooks_workflow_id)
+        me = workflow.info().workflow_id
+        key = (call.step_id, phase)
+        await agent.signal(
+            HOOK_REQUEST_SIGNAL,
+            HookRequest(me, call.step_id, call.tool, phase, call.args, ok, value),
+        )
+        try:
+            await workflow.wait_condition(
+                lambda: key in self._hook_replies, timeout=timedelta(seconds=HOOK_TIMEOUT_S)
+            )
+        except builtins.TimeoutError:
+            message = f"the agent's tool hooks did not answer within {HOOK_TIMEOUT_S} s"
+            return HookReply(call.step_id, phase, cancel=message, ok=False, value=message)
+        finally:
+            self._server_events += 1
+        return self._hook_replies.pop(key)
 
     async def _run_tool_activity(
         self, call: StepCall, policy: _StepPolicy, request: PlanInput
