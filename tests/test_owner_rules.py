@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -359,3 +360,61 @@ async def test_a_durable_plan_step_cancelled_by_the_agents_hook_fails_with_its_m
     [line] = child["ledger"]
     assert line["status"] == "failed"
     assert line["error"] == "cancelled by a hook: the ogre may not be harmed"
+
+
+async def _cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "durable_plan",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_the_cli_shows_the_arguments_awaiting_approval_and_decides(
+    client: Client, task_queue: str, temporal_target: str
+) -> None:
+    registry = ToolRegistry()
+    registry.add(read_file)
+    registry.add(delete_files, requires_approval=True)
+    plan = {
+        "steps": [
+            {"id": "gate", "tool": "read_file", "args": {"path": "cli.txt"}},
+            {"id": "rm", "tool": "delete_files", "bind": {"path": "steps.gate.path"}},
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=registry):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=registry)
+        line = await _phase(handle, "rm", "awaiting_approval")
+        code, out, _ = await _cli("show", handle.id, "--address", temporal_target)
+        assert code == 0
+        assert 'arguments: {"path": "cli.txt"}' in out
+        assert f"digest:    {line['args_digest']}" in out
+        code, _, err = await _cli(
+            "decide",
+            handle.id,
+            "rm",
+            "--approve",
+            "--digest",
+            "f" * 16,
+            "--address",
+            temporal_target,
+        )
+        assert code == 1 and "digest" in err
+        code, out, _ = await _cli(
+            "decide",
+            handle.id,
+            "rm",
+            "--approve",
+            "--digest",
+            line["args_digest"],
+            "--address",
+            temporal_target,
+        )
+        assert code == 0 and "rm: approved" in out
+        result = await handle.result()
+    assert result.outcome("rm").status == "ok"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,3 +68,23 @@ def args_digest(args: Mapping[str, Any]) -> str:
     """
     text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def gated_patterns(handlers: Sequence[Any]) -> list[str]:
+    """Tool patterns behind an approval gate, as far as the interventions reveal them.
+
+    Strands decides approval per call and has no public "which tools are gated"
+    API. ``HumanInTheLoop`` keeps an allow-list: everything else is gated. Any
+    other handler might gate any tool, so every tool counts as gated unless the
+    user's ``plannable`` patterns say otherwise (checked in ``init_agent``).
+    """
+    patterns: list[str] = []
+    for handler in handlers:
+        allowed = getattr(handler, "_allowed_tools", None)
+        if isinstance(allowed, set | frozenset | list):
+            free = sorted(str(a) for a in allowed)
+            if "*" in free:
+                patterns += [p[1:] for p in free if p.startswith("!")]
+            else:
+                patterns += ["*", *(f"!{p}" for p in free if not p.startswith("!"))]
+    return patterns

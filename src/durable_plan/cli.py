@@ -8,9 +8,12 @@ touching `main`.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from durable_plan import __version__
 from durable_plan.devserver import DevServer, DevServerError, DevServerNotFound
@@ -75,9 +78,101 @@ def run_dev(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- show / decide: a running plan and its approvals ----------------------------------------
+
+
+def _add_server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--address",
+        default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+        help="Temporal server (default: $TEMPORAL_ADDRESS or %(default)s)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("TEMPORAL_NAMESPACE", "default"),
+        help="namespace (default: $TEMPORAL_NAMESPACE or %(default)s)",
+    )
+
+
+def _add_show(subparsers: SubParsers) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "show",
+        help="show a plan workflow's ledger; steps awaiting approval with their arguments",
+    )
+    p.add_argument("workflow_id", help="the plan workflow's id")
+    p.add_argument("--json", action="store_true", help="print the progress lines as JSON")
+    _add_server_options(p)
+    p.set_defaults(func=lambda args: asyncio.run(_show(args)))
+
+
+async def _show(args: argparse.Namespace) -> int:
+    handle = await _plan_handle(args)
+    lines = await handle.progress()
+    if args.json:
+        print(json.dumps(lines, indent=2))
+        return 0
+    print(render_progress(lines))
+    return 0
+
+
+def render_progress(lines: list[dict[str, Any]]) -> str:
+    """The ledger as text; a step awaiting approval shows the arguments being approved."""
+    out = []
+    for line in lines:
+        error = f"  {line['error']}" if line.get("error") else ""
+        attempts = f" x{line['attempts']}" if line.get("attempts", 0) > 1 else ""
+        out.append(f"{line['id']:<20} {line['tool']:<24} {line['phase']}{attempts}{error}")
+        if line["phase"] == "awaiting_approval":
+            out.append(f"    arguments: {json.dumps(line.get('args'), sort_keys=True)}")
+            out.append(f"    digest:    {line.get('args_digest')}")
+        for refused in line.get("refused_decisions", []):
+            out.append(f"    {refused}")
+    return "\n".join(out)
+
+
+def _add_decide(subparsers: SubParsers) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "decide", help="approve or reject a step that is awaiting approval"
+    )
+    p.add_argument("workflow_id", help="the plan workflow's id")
+    p.add_argument("step_id", help="the step awaiting approval")
+    verdict = p.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--approve", action="store_true")
+    verdict.add_argument("--reject", action="store_true")
+    p.add_argument("--reason", default="", help="why (shown to the model on a rejection)")
+    p.add_argument(
+        "--digest",
+        help="the arguments' digest from `durable-plan show`: refuse if they changed",
+    )
+    _add_server_options(p)
+    p.set_defaults(func=lambda args: asyncio.run(_decide(args)))
+
+
+async def _decide(args: argparse.Namespace) -> int:
+    handle = await _plan_handle(args)
+    try:
+        taken = await handle.decide(
+            args.step_id, args.approve, args.reason, args_digest=args.digest
+        )
+    except ValueError as err:
+        print(f"durable-plan: refused: {err}", file=sys.stderr)
+        return 1
+    print(f"{args.step_id}: {taken}")
+    return 0
+
+
+async def _plan_handle(args: argparse.Namespace) -> Any:
+    from temporalio.client import Client
+
+    from durable_plan.temporal.client import PlanHandle
+
+    client = await Client.connect(args.address, namespace=args.namespace)
+    return PlanHandle(client.get_workflow_handle(args.workflow_id))
+
+
 # --- entry point ----------------------------------------------------------------------------
 
-_COMMANDS: list[Callable[[SubParsers], None]] = [_add_dev]
+_COMMANDS: list[Callable[[SubParsers], None]] = [_add_dev, _add_show, _add_decide]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,7 @@ from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, 
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
-from durable_plan.approval import ApprovalPolicy
+from durable_plan.approval import ApprovalPolicy, gated_patterns
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.errors import PlanRejected
 from durable_plan.hooks import ToolHooks, hooked_invoker
@@ -101,7 +101,7 @@ class WorkflowPlanPlugin(Plugin):
                 'naming the tools that are safe to batch, e.g. ["*", "!delete_files"], so a '
                 "human approval is never skipped silently"
             )
-        self._gate_patterns = _gated_patterns(handlers)
+        self._gate_patterns = gated_patterns(handlers)
         agent.tool_registry.register_tool(PlanTool(self))
         agent.hooks.add_callback(AfterToolsEvent, self._end_turn_with_final_plan)
 
@@ -278,26 +278,6 @@ def _check(raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool) -> Che
     # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
     with workflow.unsafe.imports_passed_through():
         return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True)
-
-
-def _gated_patterns(handlers: Sequence[Any]) -> list[str]:
-    """Tool patterns behind an approval gate, as far as the interventions reveal them.
-
-    Strands decides approval per call and has no public "which tools are gated"
-    API. ``HumanInTheLoop`` keeps an allow-list: everything else is gated. Any
-    other handler might gate any tool, so every tool counts as gated unless the
-    user's ``plannable`` patterns say otherwise (checked in ``init_agent``).
-    """
-    patterns: list[str] = []
-    for handler in handlers:
-        allowed = getattr(handler, "_allowed_tools", None)
-        if isinstance(allowed, set | frozenset | list):
-            free = sorted(str(a) for a in allowed)
-            if "*" in free:
-                patterns += [p[1:] for p in free if p.startswith("!")]
-            else:
-                patterns += ["*", *(f"!{p}" for p in free if not p.startswith("!"))]
-    return patterns
 
 
 def _error(tool_use_id: str, text: str) -> ToolResult:
