@@ -91,5 +91,5 @@ class GameMasterWorkflow:
             model_round_trips=result.metrics.cycle_count,
             plain_loop_round_trips=depth + 1 if plugin.results else result.metrics.cycle_count,
             stop_reason=str(result.stop_reason),
-            plans=len(plugin.results),
+            plans=plugin.plans_run,
         )

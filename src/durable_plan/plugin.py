@@ -14,7 +14,8 @@ workflow until a person approves or rejects it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from strands import Agent
@@ -40,6 +41,12 @@ from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolRegistry
 
 PLUGIN_NAME = "durable-plan"
+MAX_RESULTS_KEPT = 64
+"""``results`` keeps the last plans of a conversation, not all of them forever."""
+INTERRUPTED_REFUSAL = (
+    "cannot run a plan while the agent is waiting for a person's answer to an interrupt: "
+    "answer the interrupt first"
+)
 
 _WORKFLOW_INTERNALS: tuple[type[BaseException], ...] = (
     workflow.NondeterminismError,
@@ -87,12 +94,22 @@ class WorkflowPlanPlugin(Plugin):
         self.approval_required = list(approval_required)
         self.max_result_bytes = max_result_bytes
         self._final_answers: dict[str, str] = {}
-        self.results: list[PlanResult] = []
+        self.results: deque[PlanResult] = deque(maxlen=MAX_RESULTS_KEPT)
+        self.plans_run = 0
         self._gate_patterns: list[str] = []
+        self._agent: Any = None
 
     # -- Strands plugin protocol ---------------------------------------------
 
     def init_agent(self, agent: Agent) -> None:
+        if self._agent is not None and self._agent is not agent:
+            # Its gates and final answers belong to one agent: sharing would let a plan on
+            # a gated agent run with another agent's (missing) approvals.
+            raise ValueError(
+                "this WorkflowPlanPlugin is already attached to another agent: create one "
+                "plugin per agent (it holds that agent's approval gates and answers)"
+            )
+        self._agent = agent
         handlers = list(getattr(getattr(agent, "_intervention_registry", None), "handlers", []))
         if handlers and self.plannable is None:
             names = ", ".join(getattr(h, "name", type(h).__name__) for h in handlers)
@@ -118,10 +135,13 @@ class WorkflowPlanPlugin(Plugin):
         """Check and run one submitted plan; never raises (errors are values for the model)."""
         tool_use_id = tool_use["toolUseId"]
         durable = workflow.in_workflow()
+        if getattr(getattr(agent, "_interrupt_state", None), "activated", False):
+            # As Strands refuses a direct tool call while a person's answer is pending.
+            return _error(tool_use_id, INTERRUPTED_REFUSAL)
         try:
             registry = self._registry_for(agent, durable)
             catalog = self.catalog(registry, durable=durable)
-            checked = _check(tool_use["input"], catalog, self.max_steps, durable)
+            checked = _check(unwrap_peer_input(tool_use["input"]), catalog, self.max_steps, durable)
             hooks = ToolHooks(agent) if agent is not None else None
             if durable:
                 result = await self._run_child(checked, registry, tool_use_id, hooks)
@@ -140,6 +160,7 @@ class WorkflowPlanPlugin(Plugin):
             # Whatever went wrong, the model hears it and the conversation goes on.
             return _error(tool_use_id, f"The plan failed as a whole: {describe_exception(exc)}")
         self.results.append(result)
+        self.plans_run += 1
         if not result.ok:
             report = result_for_model(result)
             return {
@@ -260,6 +281,19 @@ class PlanTool(AgentTool):
 
 class _PlanFailed(Exception):
     """The plan as a whole failed (child workflow failure, misconfiguration)."""
+
+
+def unwrap_peer_input(raw: Any) -> Any:
+    """Accept ``{"plan": {...}}``, the input shape of strands-plan-tool, as the plan itself.
+
+    Prompts and transcripts written for that tool keep working. Only the exact
+    one-key shape is unwrapped, so a plan's own fields are never guessed at.
+    """
+    if isinstance(raw, Mapping) and set(raw) == {"plan"}:
+        inner = raw["plan"]
+        if isinstance(inner, Mapping | str):
+            return inner
+    return raw
 
 
 def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:

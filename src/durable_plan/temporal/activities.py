@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from strands.interrupt import InterruptException
+from strands.interrupt import InterruptException, _InterruptState
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -75,7 +75,7 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
 
         try:
             async with _heartbeating(info.heartbeat_timeout):
-                raw = await tool.invoke(request.args)
+                raw = await tool.invoke(request.args, {"agent": _NoAgent()})
         except ToolArgumentError as exc:
             raise failure(str(exc), "BadArgument", retryable=False) from None
         except InterruptException:
@@ -114,6 +114,18 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
     run_tool.__name__ = f"tool_{tool.name}"
     run_tool.__qualname__ = run_tool.__name__
     return activity.defn(name=tool.name)(run_tool)
+
+
+class _NoAgent:
+    """What a Strands tool taking a ``ToolContext`` sees as its agent inside an activity.
+
+    No agent runs there (it is in the workflow, or in another process). Its
+    interrupt state is fresh, so a tool asking a person raises Strands'
+    interrupt, which the wrapper turns into one non-retryable failure.
+    """
+
+    def __init__(self) -> None:
+        self._interrupt_state = _InterruptState()
 
 
 def registry_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:
