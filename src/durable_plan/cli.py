@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeAlias
 
 from durable_plan import __version__
@@ -102,7 +102,7 @@ def _add_show(subparsers: SubParsers) -> None:
     p.add_argument("workflow_id", help="the plan workflow's id")
     p.add_argument("--json", action="store_true", help="print the progress lines as JSON")
     _add_server_options(p)
-    p.set_defaults(func=lambda args: asyncio.run(_show(args)))
+    p.set_defaults(func=lambda args: _client_command(_show(args)))
 
 
 async def _show(args: argparse.Namespace) -> int:
@@ -145,7 +145,7 @@ def _add_decide(subparsers: SubParsers) -> None:
         help="the arguments' digest from `durable-plan show`: refuse if they changed",
     )
     _add_server_options(p)
-    p.set_defaults(func=lambda args: asyncio.run(_decide(args)))
+    p.set_defaults(func=lambda args: _client_command(_decide(args)))
 
 
 async def _decide(args: argparse.Namespace) -> int:
@@ -159,6 +159,20 @@ async def _decide(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.step_id}: {taken}")
     return 0
+
+
+def _client_command(command: Coroutine[Any, Any, int]) -> int:
+    """Run a command that talks to a server, then leave the process at once.
+
+    The Temporal client's native runtime can abort the interpreter while it
+    finalizes after a failed update ("PyGILState_Release ... must be current",
+    exit -6), turning a clean refusal into a crash; exiting without
+    finalization keeps the command's own exit code. Output is flushed first.
+    """
+    code = asyncio.run(command)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 async def _plan_handle(args: argparse.Namespace) -> Any:
