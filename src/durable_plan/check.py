@@ -20,6 +20,15 @@ import jsonschema
 from pydantic import ValidationError
 
 from durable_plan import expressions
+from durable_plan.agent_step import (
+    AGENT_TOOL,
+    TEMPLATED,
+    AgentCatalogView,
+    Template,
+    check_agent_args,
+    parse_template,
+    template_expressions,
+)
 from durable_plan.errors import PlanRejected, Problem, StepError
 from durable_plan.expressions import Expression, ExpressionSyntaxError
 from durable_plan.limits import (
@@ -51,6 +60,8 @@ class ToolCatalog:
     """The tools a plan may name. ``refused`` tools exist but may not be planned."""
 
     tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+    default_model: str | None = None
+    """The model of an agent step that names none (the runner's default), if any."""
 
     @classmethod
     def of(cls, specs: Iterable[ToolSpec | str]) -> ToolCatalog:
@@ -88,6 +99,8 @@ class CheckedStep:
     when: Expression | None
     level: int
     ordered_deps: tuple[str, ...] = ()
+    templates: Mapping[str, Template] = field(default_factory=dict)
+    """An agent step's ``prompt`` / ``system_prompt`` with their ``{{ }}`` placeholders."""
     """``deps`` in plan order: a step's ``steps`` scope is built in this order, never
     in a set's, whose order follows the process's hash seed (``$keys(steps)`` and
     ``steps.*[0]`` must answer the same on every worker)."""
@@ -153,14 +166,16 @@ class _Checker:
                 "steps",
             )
         ids = self._check_ids(steps) | raw_ids
-        parsed: dict[str, tuple[dict[str, Expression], Expression | None, set[str]]] = {}
+        parsed: dict[
+            str, tuple[dict[str, Expression], Expression | None, set[str], dict[str, Template]]
+        ] = {}
         self._expression_chars = 0
         for step in steps:
             # A duplicate is checked too: one problem must never hide another.
             self._check_tool(step)
             parsed.setdefault(step.id, self._check_expressions(step, ids))
         self._check_returns(returns, ids)
-        deps = {sid: frozenset(d) for sid, (_, _, d) in parsed.items()}
+        deps = {sid: frozenset(p[2]) for sid, p in parsed.items()}
         self._check_cycles(deps)
         if self.problems or plan is None:
             raise PlanRejected(self.problems)
@@ -172,6 +187,7 @@ class _Checker:
                 deps=deps[sid],
                 bind=parsed[sid][0],
                 when=parsed[sid][1],
+                templates=parsed[sid][3],
                 level=levels_of[sid],
                 ordered_deps=tuple(sorted(deps[sid], key=position.__getitem__)),
             )
@@ -363,6 +379,9 @@ class _Checker:
         return seen
 
     def _check_tool(self, step: Step) -> None:
+        if step.tool == AGENT_TOOL:
+            self._check_agent_step(step)
+            return
         if self.catalog is None:
             return
         spec = self.catalog.tools.get(step.tool)
@@ -392,6 +411,33 @@ class _Checker:
             self._check_arguments(step, spec.input_schema)
         if spec.options is not None:
             self._check_owner_rules(step, spec.options)
+
+    def _check_agent_step(self, step: Step) -> None:
+        catalog = self.catalog
+        view = AgentCatalogView(
+            plannable=catalog.plannable if catalog is not None else None,
+            default_model=catalog.default_model if catalog is not None else None,
+            model_required=catalog is not None,
+        )
+
+        def report(code: Any, message: str, fix: str, fld: str) -> None:
+            self.add(code, message, fix, step.id, fld)
+
+        check_agent_args(step.args, step.bind, view, report)
+        if step.local:
+            report(
+                "owner_rule",
+                "an agent step cannot run as a local activity",
+                "remove local",
+                "local",
+            )
+        if step.retries is not None:
+            report(
+                "bad_argument",
+                "an agent step is not retried as a whole (each model round and tool call is)",
+                "remove retries",
+                "retries",
+            )
 
     def _check_owner_rules(self, step: Step, owner: ToolOptions) -> None:
         """A plan may tighten what the tool's owner registered, never loosen it."""
@@ -482,54 +528,25 @@ class _Checker:
 
     def _check_expressions(
         self, step: Step, ids: set[str]
-    ) -> tuple[dict[str, Expression], Expression | None, set[str]]:
+    ) -> tuple[dict[str, Expression], Expression | None, set[str], dict[str, Template]]:
         bind: dict[str, Expression] = {}
         when: Expression | None = None
         deps: set[str] = set()
         dynamic_fields: list[str] = []
-        edge_fields = self.edge_fields.setdefault(step.id, {})
         for fld, source in expressions.iter_sources(step.bind, step.when):
             if not self._admit_expression(step, fld, source):
                 continue
             try:
                 expr = expressions.parse(source)
             except ExpressionSyntaxError as exc:
-                self.add(
-                    "syntax",
-                    f"JSONata syntax error in {source!r}: {exc}",
-                    'write JSONata: = not ==, $not(...) not !, quote strings "like this"',
-                    step.id,
-                    fld,
-                )
+                self._syntax(step, fld, source, exc)
                 continue
-            self._check_functions(step, fld, expr)
-            self._check_bare_names(step, fld, expr)
-            for ref in sorted(expr.refs):
-                if ref == step.id:
-                    self.add(
-                        "self_reference",
-                        f"reads steps.{ref}, its own result",
-                        "a step cannot read itself: read an earlier step",
-                        step.id,
-                        fld,
-                    )
-                elif ref not in ids:
-                    self.add(
-                        "dangling_reference",
-                        f"reads steps.{ref}, but no step has id '{ref}'",
-                        _suggest(ref, ids, "use the id of an earlier step"),
-                        step.id,
-                        fld,
-                    )
-                else:
-                    deps.add(ref)
-                    edge_fields.setdefault(ref, fld)
-            if expr.is_dynamic:
-                dynamic_fields.append(f"{fld} ({', '.join(expr.dynamic)})")
+            self._analyse(step, fld, expr, ids, deps, dynamic_fields)
             if fld == "when":
                 when = expr
             else:
                 bind[fld.removeprefix("bind.")] = expr
+        templates = self._check_templates(step, ids, deps, dynamic_fields)
         for ref in step.after:
             if ref == step.id:
                 self.add(
@@ -549,7 +566,7 @@ class _Checker:
                 )
             else:
                 deps.add(ref)
-                edge_fields.setdefault(ref, "after")
+                self.edge_fields.setdefault(step.id, {}).setdefault(ref, "after")
         if dynamic_fields and not step.after:
             self.add(
                 "dynamic_reference",
@@ -558,7 +575,74 @@ class _Checker:
                 step.id,
                 dynamic_fields[0].split(" ")[0],
             )
-        return bind, when, deps
+        return bind, when, deps, templates
+
+    def _syntax(self, step: Step, fld: str, source: str, exc: Exception) -> None:
+        self.add(
+            "syntax",
+            f"JSONata syntax error in {_short(source, 200)}: {exc}",
+            'write JSONata: = not ==, $not(...) not !, quote strings "like this"',
+            step.id,
+            fld,
+        )
+
+    def _check_templates(
+        self, step: Step, ids: set[str], deps: set[str], dynamic_fields: list[str]
+    ) -> dict[str, Template]:
+        """An agent step's prompt placeholders read results like bindings do."""
+        templates: dict[str, Template] = {}
+        if step.tool != AGENT_TOOL:
+            return templates
+        for name in TEMPLATED:
+            text = step.args.get(name)
+            fld = f"args.{name}"
+            if not isinstance(text, str) or not self._admit_expression(step, fld, text):
+                continue
+            try:
+                template = parse_template(text)
+            except ExpressionSyntaxError as exc:
+                self._syntax(step, fld, text, exc)
+                continue
+            for expr in template_expressions(template):
+                self._analyse(step, fld, expr, ids, deps, dynamic_fields)
+            templates[name] = template
+        return templates
+
+    def _analyse(
+        self,
+        step: Step,
+        fld: str,
+        expr: Expression,
+        ids: set[str],
+        deps: set[str],
+        dynamic_fields: list[str],
+    ) -> None:
+        """Functions, bare names and references of one parsed expression."""
+        edge_fields = self.edge_fields.setdefault(step.id, {})
+        self._check_functions(step, fld, expr)
+        self._check_bare_names(step, fld, expr)
+        for ref in sorted(expr.refs):
+            if ref == step.id:
+                self.add(
+                    "self_reference",
+                    f"reads steps.{ref}, its own result",
+                    "a step cannot read itself: read an earlier step",
+                    step.id,
+                    fld,
+                )
+            elif ref not in ids:
+                self.add(
+                    "dangling_reference",
+                    f"reads steps.{ref}, but no step has id '{ref}'",
+                    _suggest(ref, ids, "use the id of an earlier step"),
+                    step.id,
+                    fld,
+                )
+            else:
+                deps.add(ref)
+                edge_fields.setdefault(ref, fld)
+        if expr.is_dynamic:
+            dynamic_fields.append(f"{fld} ({', '.join(expr.dynamic)})")
 
     def _admit_expression(self, step: Step, fld: str, source: str) -> bool:
         """Bound parsing cost: each expression and all of them together."""

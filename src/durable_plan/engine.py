@@ -9,10 +9,12 @@ I/O or reads a clock, so the Temporal workflow can run it as workflow code.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from durable_plan import expressions
+from durable_plan.agent_step import Template
 from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.errors import StepError
 from durable_plan.limits import (
@@ -200,6 +202,9 @@ class PlanRun:
                     self._end(cs.id, "not_taken", "when was false", 0.0, 0)
                     return None
             args = dict(cs.step.args)
+            for name, template in cs.templates.items():
+                field = f"{name} placeholder"
+                args[name] = self._render(template, scope, name, budget)
             for name, expr in cs.bind.items():
                 field = f"binding '{name}'"
                 matched, value = expressions.evaluate(
@@ -225,6 +230,31 @@ class PlanRun:
             retries=cs.step.retries,
             local=cs.step.local,
         )
+
+    def _render(
+        self, template: Template, scope: dict[str, Any], name: str, budget: expressions.Budget
+    ) -> str:
+        """A prompt with its placeholders filled in: text as is, other values as compact JSON.
+
+        A placeholder that matches nothing fails the step, like a binding: a prompt
+        silently missing its data would make the agent guess.
+        """
+        parts: list[str] = []
+        for part in template:
+            if isinstance(part, str):
+                parts.append(part)
+                continue
+            matched, value = expressions.evaluate(
+                part, scope, deterministic=self._checked.durable, budget=budget
+            )
+            missing = expressions.first_missing(part, scope)
+            if not matched or missing:
+                hint = missing or expressions.explain_no_match(part, scope)
+                raise StepError(
+                    f"placeholder {{{{ {part.source} }}}} in {name} matched no value: {hint}"
+                )
+            parts.append(value if isinstance(value, str) else _compact(value))
+        return "".join(parts)
 
     def _end(
         self, sid: str, status: StepStatus, error: str | None, duration_ms: float, attempts: int
@@ -280,6 +310,10 @@ def as_json(value: Any) -> Any:
 
 
 _LIMIT_FIX = "compute less in the plan: return less from the tool, or do the work in a tool"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _brief(value: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
@@ -29,6 +30,8 @@ async def execute_plan(
     max_steps: int = DEFAULT_MAX_STEPS,
     tool_timeouts: Mapping[str, float] | None = None,
     default_timeout_s: float | None = None,
+    models: Mapping[str, Any] | None = None,
+    model: Any = None,
 ) -> PlanResult:
     """Check ``plan`` completely, then run it with ``invoker(tool_name, args)``.
 
@@ -36,13 +39,22 @@ async def execute_plan(
     plan is bad. Tool failures, timeouts and bad bindings are step failures in
     the returned ledger, never exceptions. Given a ``ToolRegistry``, its tools'
     input schemas and timeouts apply unless ``catalog`` / ``tool_timeouts`` say
-    otherwise.
+    otherwise, and agent steps can run: ``models`` maps the names a step may
+    give in ``model`` to Strands models (or factories), ``model`` is the default.
     """
     if isinstance(invoker, ToolRegistry):
+        from durable_plan.local_agents import agent_steps
+
         registry = invoker
-        catalog = catalog if catalog is not None else registry.catalog()
+        if catalog is None:
+            catalog = registry.catalog()
+            if model is not None:
+                catalog = replace(catalog, default_model="the default model")
         tool_timeouts = tool_timeouts if tool_timeouts is not None else registry.timeouts()
-        invoker = registry.invoke
+        plannable = catalog.plannable if isinstance(catalog, ToolCatalog) else registry.names
+        invoker = agent_steps(
+            registry.invoke, registry, plannable, models=models, default_model=model
+        )
     checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
     return await run_checked(
         checked, invoker, tool_timeouts=tool_timeouts, default_timeout_s=default_timeout_s

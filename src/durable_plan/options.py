@@ -33,11 +33,23 @@ class ToolOptions:
     local: bool = False
     allow_local: bool = False
     input_schema: dict[str, Any] | None = None
+    description: str = ""
     kind: ToolKind = "function"
     params: list[str] = field(default_factory=list)
     defaults: dict[str, Any] = field(default_factory=dict)
     """An existing activity's JSON parameter defaults, for arguments it is called
     with positionally (a skipped middle parameter must get its default, not None)."""
+
+    def positional(self, args: dict[str, Any]) -> list[Any]:
+        """An existing activity's arguments in signature order, with its own defaults.
+
+        Omitted trailing parameters are left out, so the function's defaults apply;
+        an omitted parameter before a given one gets its (JSON) default from the
+        registry, never ``None``.
+        """
+        given = [n for n, p in enumerate(self.params) if p in args]
+        last = given[-1] if given else -1
+        return [args[p] if p in args else self.defaults.get(p) for p in self.params[: last + 1]]
 
     @property
     def may_run_local(self) -> bool:

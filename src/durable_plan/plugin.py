@@ -31,6 +31,7 @@ from durable_plan.errors import PlanRejected
 from durable_plan.hooks import ToolHooks, hooked_invoker
 from durable_plan.ids import child_workflow_id
 from durable_plan.local import Invoker, describe_exception, run_checked
+from durable_plan.local_agents import agent_steps
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
@@ -70,6 +71,9 @@ class WorkflowPlanPlugin(Plugin):
         task_queue: task queue of the plan workflow and its activities (default: the
             parent workflow's).
         approval_required: tool-name patterns that need a person's approval.
+        models: for in-process agent steps, the Strands models (or factories) a step may
+            name in ``model``; a step naming none uses the agent's model. Durably, models
+            are the names registered through ``StrandsPlugin(models=...)``.
     """
 
     name = PLUGIN_NAME
@@ -84,6 +88,7 @@ class WorkflowPlanPlugin(Plugin):
         task_queue: str | None = None,
         approval_required: Sequence[str] = (),
         max_result_bytes: int | None = None,
+        models: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.plannable = list(plannable) if plannable is not None else None
@@ -93,6 +98,7 @@ class WorkflowPlanPlugin(Plugin):
         self.task_queue = task_queue
         self.approval_required = list(approval_required)
         self.max_result_bytes = max_result_bytes
+        self.models = dict(models or {})
         self._final_answers: dict[str, str] = {}
         self.results: deque[PlanResult] = deque(maxlen=MAX_RESULTS_KEPT)
         self.plans_run = 0
@@ -144,11 +150,20 @@ class WorkflowPlanPlugin(Plugin):
             checked = _check(unwrap_peer_input(tool_use["input"]), catalog, self.max_steps, durable)
             hooks = ToolHooks(agent) if agent is not None else None
             if durable:
-                result = await self._run_child(checked, registry, tool_use_id, hooks)
+                result = await self._run_child(
+                    checked, registry, catalog, tool_use_id, hooks, agent
+                )
             else:
                 invoker = _invoker_for(registry, agent)
                 if hooks is not None and hooks.active:
                     invoker = hooked_invoker(invoker, hooks, tool_use_id)
+                invoker = agent_steps(
+                    invoker,
+                    registry,
+                    catalog.plannable,
+                    models=self.models,
+                    default_model=getattr(agent, "model", None),
+                )
                 result = await run_checked(checked, invoker, tool_timeouts=registry.timeouts())
         except PlanRejected as exc:
             return _error(tool_use_id, str(exc))
@@ -180,7 +195,9 @@ class WorkflowPlanPlugin(Plugin):
         """Plannable tools; gated ones are refused in-process and allowed (paused) durably."""
         plannable = self.plannable if self.plannable is not None else ["*"]
         catalog = registry.catalog(plannable, approval=self.approval, durable=durable)
-        return ToolCatalog({n: s for n, s in catalog.tools.items() if n != PLAN_TOOL_NAME})
+        tools = {n: s for n, s in catalog.tools.items() if n != PLAN_TOOL_NAME}
+        # An agent step without a model uses the agent's own.
+        return ToolCatalog(tools, default_model="the agent's model")
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -204,10 +221,14 @@ class WorkflowPlanPlugin(Plugin):
         self,
         checked: CheckedPlan,
         registry: ToolRegistry,
+        catalog: ToolCatalog,
         tool_use_id: str,
         hooks: ToolHooks | None,
+        agent: Any,
     ) -> PlanResult:
-        tools = tool_table(registry, self.approval)
+        # Only what this agent may plan travels: agent steps choose among these too.
+        plannable = set(catalog.plannable)
+        tools = {n: o for n, o in tool_table(registry, self.approval).items() if n in plannable}
         limits: dict[str, Any] = (
             {} if self.max_result_bytes is None else {"max_result_bytes": self.max_result_bytes}
         )
@@ -221,7 +242,12 @@ class WorkflowPlanPlugin(Plugin):
             relay.register(child_id, hooks, gated)
             limits["hooks_workflow_id"] = parent.workflow_id
         request = checked_input(
-            checked, tools, max_steps=self.max_steps, task_queue=self.task_queue, **limits
+            checked,
+            tools,
+            max_steps=self.max_steps,
+            task_queue=self.task_queue,
+            default_model=getattr(getattr(agent, "model", None), "_model_name", None),
+            **limits,
         )
         try:
             raw = await workflow.execute_child_workflow(

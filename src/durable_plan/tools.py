@@ -23,6 +23,7 @@ from strands.tools.decorator import DecoratedFunctionTool
 from strands.types._events import ToolInterruptEvent
 from strands.types.tools import AgentTool
 
+from durable_plan.agent_step import RESERVED_TOOL_NAMES
 from durable_plan.approval import APPROVAL_REFUSAL, ApprovalPolicy
 from durable_plan.check import ToolCatalog, ToolSpec
 from durable_plan.errors import StepFailure, interrupt_message
@@ -62,6 +63,15 @@ class Tool:
     kind: ToolKind
     target: Any
     options: ToolOptions
+
+    @property
+    def tool_spec_json(self) -> Any:
+        """The Strands tool spec (name, description, input schema) the model sees."""
+        return {
+            "name": self.name,
+            "description": self.description or self.name,
+            "inputSchema": {"json": self.input_schema},
+        }
 
     async def invoke(
         self, args: Mapping[str, Any], invocation_state: Mapping[str, Any] | None = None
@@ -123,6 +133,12 @@ class ToolRegistry:
         ``timeout_s`` and ``retries`` are upper bounds: a step may ask for less.
         """
         tool = _to_tool(obj, name)
+        if tool.name in RESERVED_TOOL_NAMES:
+            raise ValueError(
+                f"a tool cannot be named {tool.name!r}: the plan language reserves it "
+                f"(reserved: {', '.join(sorted(RESERVED_TOOL_NAMES))}); register it under "
+                "another name (name=...)"
+            )
         options = replace(
             tool.options,
             timeout_s=timeout_s if timeout_s is not None else tool.options.timeout_s,
@@ -132,6 +148,7 @@ class ToolRegistry:
             local=local,
             allow_local=allow_local,
             input_schema=tool.input_schema,
+            description=tool.description,
         )
         tool = replace(tool, options=options)
         if tool.name in self._tools:

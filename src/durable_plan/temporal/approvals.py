@@ -18,11 +18,14 @@ from durable_plan.temporal.messages import ApprovalDecision
 
 MAX_REFUSALS_KEPT = 5
 """Per step: decisions are sent by people and programs, and may be repeated."""
+MAX_IDS_WITH_REFUSALS = 20
 
 
 class ApprovalDesk:
-    def __init__(self, step_ids: Iterable[str]) -> None:
-        self._known = frozenset(step_ids)
+    def __init__(self, step_ids: Iterable[str] | None) -> None:
+        """``step_ids``: the ids refusals are recorded for (None: any, at most
+        ``MAX_IDS_WITH_REFUSALS`` of them)."""
+        self._known = frozenset(step_ids) if step_ids is not None else None
         self._awaiting: dict[str, dict[str, Any]] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
         self._refused: dict[str, list[str]] = {}
@@ -64,10 +67,19 @@ class ApprovalDesk:
         reason = self.refusal(decision)
         if reason is None:
             self.take(decision)
-        elif decision.step_id in self._known:
+        elif self._records(decision.step_id):
             kept = self._refused.setdefault(decision.step_id, [])
             kept.append(truncate_text(f"approve_step ignored: {reason}", 300))
             del kept[:-MAX_REFUSALS_KEPT]
+
+    def _records(self, step_id: str) -> bool:
+        if self._known is not None:
+            return step_id in self._known
+        return step_id in self._refused or len(self._refused) < MAX_IDS_WITH_REFUSALS
+
+    def awaiting_details(self) -> list[dict[str, Any]]:
+        """Every call awaiting a decision, with its arguments and their digest."""
+        return [{"id": step_id, **self.details(step_id)} for step_id in self._awaiting]
 
     def details(self, step_id: str) -> dict[str, Any]:
         """What ``progress`` adds to a step's line: the arguments awaiting a decision, refusals."""

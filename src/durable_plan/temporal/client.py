@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from temporalio.client import (
@@ -51,14 +51,24 @@ def plan_input(
     *,
     max_steps: int = DEFAULT_MAX_STEPS,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    model: str | None = None,
     **extra: Any,
 ) -> PlanInput:
-    """Check ``plan`` against the tools (raises ``PlanRejected``) and build the workflow input."""
+    """Check ``plan`` against the tools (raises ``PlanRejected``) and build the workflow input.
+
+    ``model``: the model of agent steps that name none, a name registered through
+    ``StrandsPlugin(models=...)`` on the worker's client.
+    """
     tools = tool_table(registry)
-    catalog = ToolCatalog.from_options(tools)
+    catalog = replace(ToolCatalog.from_options(tools), default_model=model)
     checked = check_plan(plan, catalog=catalog, max_steps=max_steps, durable=True)
     return checked_input(
-        checked, tools, max_steps=max_steps, max_result_bytes=max_result_bytes, **extra
+        checked,
+        tools,
+        max_steps=max_steps,
+        max_result_bytes=max_result_bytes,
+        default_model=model,
+        **extra,
     )
 
 

@@ -78,6 +78,9 @@ class PlanInput:
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
     task_queue: str | None = None
+    default_model: str | None = None
+    """The model of agent steps that name none (a ``StrandsPlugin`` model name; None:
+    the plugin's default)."""
     hooks_workflow_id: str | None = None
     """The agent workflow whose tool hooks each step must pass (``HOOK_REQUEST_SIGNAL``)."""
 

@@ -9,6 +9,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from durable_plan.temporal.activities import registry_activities
+from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools import ToolRegistry
 
@@ -26,7 +27,7 @@ def plan_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[PlanWorkflow, *workflows],
+        workflows=[PlanWorkflow, AgentStepWorkflow, *workflows],
         activities=[*registry_activities(registry), *activities],
         **worker_kwargs,
     )

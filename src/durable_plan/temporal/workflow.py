@@ -20,7 +20,7 @@ import asyncio
 import builtins
 import json
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -29,14 +29,18 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
+    ChildWorkflowError,
     TimeoutError,
 )
 
 with workflow.unsafe.imports_passed_through():
+    from durable_plan.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
     from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
     from durable_plan.engine import PlanRun, StepCall
     from durable_plan.errors import PlanRejected
+    from durable_plan.ids import child_workflow_id
     from durable_plan.options import ToolOptions
+    from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
@@ -47,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         PlanInput,
         StepRequest,
         StepResponse,
+        failure_message,
     )
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
@@ -139,6 +144,7 @@ class PlanWorkflow:
     def _check(self, request: PlanInput) -> CheckedPlan:
         # An empty tool table means no tool may be planned, never "any tool".
         catalog = ToolCatalog.from_options(request.tools, owner_rules=self._owner_rules)
+        catalog = replace(catalog, default_model=request.default_model)
         return check_plan(request.plan, catalog=catalog, max_steps=request.max_steps, durable=True)
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
@@ -216,6 +222,8 @@ class PlanWorkflow:
     async def _run_step(self, call: StepCall, request: PlanInput) -> Outcome:
         """One step: the agent's before-hooks, a person's approval if the tool is gated,
         the activity, the agent's after-hooks."""
+        if call.tool == AGENT_TOOL:
+            return await self._run_agent_step(call, request)
         hooked = request.hooks_workflow_id is not None
         if hooked:
             before = await self._ask_hooks(request, call, "before")
@@ -232,6 +240,40 @@ class PlanWorkflow:
             after = await self._ask_hooks(request, call, "after", ok, value)
             ok, value = after.ok, after.value
         return ok, value, duration_ms, attempts
+
+    async def _run_agent_step(self, call: StepCall, request: PlanInput) -> Outcome:
+        """An agent step: its loop in a child workflow, so its conversation stays out of here."""
+        args = call.args
+        names = resolve_tools(args.get("tools"), list(request.tools))
+        step_input = AgentStepInput(
+            step_id=call.step_id,
+            prompt=args["prompt"],
+            output_schema=args["output_schema"],
+            tools={name: request.tools[name] for name in names},
+            max_iterations=int(args.get("max_iterations", DEFAULT_MAX_ITERATIONS)),
+            model=args.get("model", request.default_model),
+            system_prompt=args.get("system_prompt"),
+            task_queue=request.task_queue,
+            max_result_bytes=request.max_result_bytes,
+            max_history_bytes=request.max_history_bytes,
+            retry_initial_interval_s=request.retry_initial_interval_s,
+        )
+        started = workflow.now()
+        me = workflow.info()
+        try:
+            result = await workflow.execute_child_workflow(
+                AGENT_STEP_WORKFLOW_NAME,
+                step_input,
+                id=child_workflow_id(me.workflow_id, "agent", call.step_id),
+                task_queue=request.task_queue or me.task_queue,
+                result_type=dict,
+                execution_timeout=timedelta(seconds=call.timeout_s) if call.timeout_s else None,
+            )
+        except ChildWorkflowError as exc:
+            return False, failure_message(exc), _ms(started), 1
+        finally:
+            self._server_events += 1
+        return True, result, _ms(started), 1
 
     async def _run_activity(
         self, call: StepCall, options: ToolOptions, request: PlanInput
@@ -297,7 +339,7 @@ class PlanWorkflow:
         """An existing activity, called as it is: positional arguments, its own result."""
         result = await workflow.execute_activity(
             call.tool,
-            args=_positional(call.args, options),
+            args=options.positional(call.args),
             **policy.remote_options(request),
             **policy.activity_options(call, request),
         )
@@ -407,6 +449,10 @@ def _args_too_large(call: StepCall, size: int, request: PlanInput) -> str:
     )
 
 
+def _ms(started: datetime) -> float:
+    return float((workflow.now() - started).total_seconds() * 1000.0)
+
+
 def _history_near_limit(growth: int, max_bytes: int) -> bool:
     info = workflow.info()
     return (
@@ -423,19 +469,6 @@ def _history_full_message() -> str:
         "workflow (50 MiB, 51,200 events); split the work into several plans or return "
         "smaller results"
     )
-
-
-def _positional(args: dict[str, Any], options: ToolOptions) -> list[Any]:
-    """An existing activity's arguments in signature order, with its own defaults.
-
-    Omitted trailing parameters are left out, so the function's defaults apply;
-    an omitted parameter before a given one gets its (JSON) default from the
-    registry, never ``None``.
-    """
-    params = options.params
-    given = [n for n, p in enumerate(params) if p in args]
-    last = given[-1] if given else -1
-    return [args[p] if p in args else options.defaults.get(p) for p in params[: last + 1]]
 
 
 def _bounded_payload(run: PlanRun, request: PlanInput) -> dict[str, Any]:

@@ -1,0 +1,240 @@
+"""``AgentStepWorkflow``: one agent step of a durable plan, in its own child workflow.
+
+The loop's conversation stays out of the plan's history: the plan workflow
+starts ``<plan id>/agent/<step id>`` and gets back only the step's result. In
+here a ``TemporalAgent`` runs ``agent_loop.run_agent_step`` (the same loop as
+in-process): each model round is the Strands plugin's model activity, each
+tool call the registry's tool activity, with the tool's own timeout, retries,
+idempotency key (``<this workflow id>/<round>/<tool>/<n>``) and approval gate.
+A crashed worker resumes the loop from history: no model round and no
+completed tool call runs twice.
+
+History grows with the square of the rounds (each model call carries the
+whole conversation). ``MAX_ITERATIONS`` keeps ordinary loops far from
+Temporal's limits; a loop whose history still passes ``max_history_bytes``
+fails before its next model call, with a message that says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from strands.hooks import BeforeModelCallEvent
+    from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+    from temporalio.strands_agents import TemporalAgent
+
+    from durable_plan.agent_loop import RoundTracker, run_agent_step, system_prompt
+    from durable_plan.local import describe_exception
+    from durable_plan.options import ToolOptions
+    from durable_plan.temporal.approvals import ApprovalDesk
+    from durable_plan.temporal.messages import (
+        DEFAULT_MAX_HISTORY_BYTES,
+        DEFAULT_MAX_RESULT_BYTES,
+        ApprovalDecision,
+        StepRequest,
+        StepResponse,
+        failure_message,
+    )
+
+AGENT_STEP_WORKFLOW_NAME = "AgentStepWorkflow"
+MODEL_TIMEOUT_S = 120.0
+MODEL_ATTEMPTS = 3
+"""A transient model error is retried by Temporal (it costs no round); a model that
+keeps failing fails the step."""
+
+
+@dataclass
+class AgentStepInput:
+    """One agent step, its prompt already rendered, its tools already resolved."""
+
+    step_id: str
+    prompt: str
+    output_schema: dict[str, Any]
+    tools: dict[str, ToolOptions] = field(default_factory=dict)
+    max_iterations: int = 8
+    model: str | None = None
+    system_prompt: str | None = None
+    task_queue: str | None = None
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
+    retry_initial_interval_s: float = 0.5
+
+
+@workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)
+class AgentStepWorkflow:
+    """Runs one agent step; ``progress`` gives its round, tool calls and approvals."""
+
+    def __init__(self) -> None:
+        self.tracker = RoundTracker()
+        self.desk = ApprovalDesk(None)  # call ids are made as the loop runs
+        self.calls = 0
+
+    @workflow.run
+    async def run(self, request: AgentStepInput) -> dict[str, Any]:
+        agent = TemporalAgent(
+            model=request.model,
+            tools=[
+                ActivityTool(name, options, request, self)
+                for name, options in request.tools.items()
+            ],
+            system_prompt=system_prompt(request.system_prompt),
+            callback_handler=None,
+            start_to_close_timeout=timedelta(seconds=MODEL_TIMEOUT_S),
+            retry_policy=RetryPolicy(maximum_attempts=MODEL_ATTEMPTS),
+        )
+        agent.hooks.add_callback(BeforeModelCallEvent, lambda _e: self._guard_history(request))
+        try:
+            return await run_agent_step(
+                agent,
+                request.prompt,
+                request.output_schema,
+                request.max_iterations,
+                tracker=self.tracker,
+            )
+        except ApplicationError:
+            raise
+        except Exception as exc:  # Strands wraps failures: end the step, never the task
+            cause = _root_cause(exc)
+            if isinstance(cause, ApplicationError):
+                raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from exc
+            raise ApplicationError(
+                f"agent step '{request.step_id}' failed: {describe_exception(cause)}",
+                type="AgentStepFailed",
+                non_retryable=True,
+            ) from exc
+
+    @workflow.query
+    def progress(self) -> dict[str, Any]:
+        """The loop so far: the current round, the tools called, calls awaiting approval."""
+        return {
+            "round": self.tracker.rounds,
+            "tools_called": list(self.tracker.calls),
+            "awaiting": self.desk.awaiting_details(),
+        }
+
+    @workflow.signal
+    def approve_step(self, decision: ApprovalDecision) -> None:
+        """Approve or reject a tool call awaiting approval (its id is in ``progress``)."""
+        self.desk.offer(decision)
+
+    @workflow.update
+    def decide_step(self, decision: ApprovalDecision) -> str:
+        """Approve or reject a tool call awaiting approval and hear back that it was taken."""
+        self.desk.take(decision)
+        return "approved" if decision.approved else "rejected"
+
+    @decide_step.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        reason = self.desk.refusal(decision)
+        if reason is not None:
+            raise ValueError(reason)
+
+    def _guard_history(self, request: AgentStepInput) -> None:
+        size = workflow.info().get_current_history_size()
+        if size > request.max_history_bytes:
+            raise ApplicationError(
+                f"agent step '{request.step_id}' stopped after {self.tracker.rounds} rounds: its "
+                f"history is {size // (1024 * 1024)} MiB, near Temporal's 50 MiB limit; give it "
+                "fewer rounds (max_iterations) or tools that return less",
+                type="AgentStepHistoryFull",
+                non_retryable=True,
+            )
+
+
+class ActivityTool(AgentTool):
+    """A registry tool inside an agent step: its activity, with its owner's rules."""
+
+    def __init__(
+        self, name: str, options: ToolOptions, request: AgentStepInput, owner: AgentStepWorkflow
+    ) -> None:
+        super().__init__()
+        self._name = name
+        self._options = options
+        self._request = request
+        self._owner = owner
+
+    @property
+    def tool_name(self) -> str:
+        return self._name
+
+    @property
+    def tool_type(self) -> str:
+        return "durable_plan"
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        return {
+            "name": self._name,
+            "description": self._options.description or self._name,
+            "inputSchema": {"json": self._options.input_schema or {"type": "object"}},
+        }
+
+    async def stream(
+        self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
+    ) -> ToolGenerator:
+        yield await self._call(tool_use)
+
+    async def _call(self, tool_use: ToolUse) -> ToolResult:
+        owner, options = self._owner, self._options
+        owner.calls += 1
+        round_ = owner.tracker.rounds
+        call_id = f"{round_}/{self._name}/{owner.calls}"
+        args = dict(tool_use.get("input") or {})
+        tool_use_id = tool_use["toolUseId"]
+
+        def error(text: str) -> ToolResult:
+            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+
+        if options.requires_approval:
+            owner.desk.open(call_id, args)
+            try:
+                await workflow.wait_condition(lambda: owner.desk.decision(call_id) is not None)
+            finally:
+                owner.desk.close(call_id)
+            decision = owner.desk.decision(call_id)
+            if decision is not None and not decision.approved:
+                reason = f": {decision.reason}" if decision.reason else ""
+                return error(f"rejected by a person{reason}")
+        heartbeat = options.heartbeat_timeout_s
+        common: dict[str, Any] = {
+            "activity_id": call_id,
+            "summary": f"{self._request.step_id}/{round_}/{self._name}",
+            "start_to_close_timeout": timedelta(seconds=options.timeout_s),
+            "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
+            "retry_policy": RetryPolicy(
+                initial_interval=timedelta(seconds=self._request.retry_initial_interval_s),
+                maximum_attempts=options.retries + 1,
+            ),
+            "task_queue": self._request.task_queue,
+        }
+        value: Any
+        try:
+            if options.kind == "activity":  # an existing activity, called as it is
+                value = await workflow.execute_activity(
+                    self._name, args=options.positional(args), **common
+                )
+            else:
+                response: StepResponse = await workflow.execute_activity(
+                    self._name,
+                    StepRequest(call_id, args, self._request.max_result_bytes),
+                    result_type=StepResponse,
+                    **common,
+                )
+                value = response.result
+        except ActivityError as exc:  # back into the loop, not a step failure
+            return error(failure_message(exc))
+        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = 0
+    while exc.__cause__ is not None and seen < 10:
+        exc, seen = exc.__cause__, seen + 1
+    return exc
