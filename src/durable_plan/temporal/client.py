@@ -18,9 +18,12 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.service import RPCError
 
+from durable_plan.agent_step import AGENT_TOOL
 from durable_plan.approval import ApprovalPolicy
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.ids import child_workflow_id
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -106,7 +109,10 @@ class PlanHandle:
         step id) fills in the current attempt and the error of the last one.
         """
         lines: list[dict[str, Any]] = await self.handle.query("progress")
-        if any(line["phase"] == "running" for line in lines):
+        for line in lines:
+            if line["tool"] == AGENT_TOOL and line["phase"] == "running":
+                await self._agent_progress(line)
+        if any(line["phase"] == "running" and line["tool"] != AGENT_TOOL for line in lines):
             description = await self.handle.describe()
             pending = {p.activity_id: p for p in description.raw_description.pending_activities}
             for line in lines:
@@ -116,6 +122,17 @@ class PlanHandle:
                     if info.HasField("last_failure"):
                         line["error"] = info.last_failure.message
         return lines
+
+    async def _agent_progress(self, line: dict[str, Any]) -> None:
+        """A running agent step's round, tool calls and approvals, from its child workflow."""
+        child = self.handle._client.get_workflow_handle(
+            child_workflow_id(self.handle.id, "agent", line["id"])
+        )
+        try:
+            loop: dict[str, Any] = await child.query("progress")
+        except RPCError:
+            return  # not started yet
+        line.update(loop)
 
     async def decide(
         self, step_id: str, approved: bool, reason: str = "", *, args_digest: str | None = None
