@@ -120,3 +120,42 @@ def crash_plan(fast: str | None = None) -> dict[str, Any]:
         ],
         "returns": ["e"],
     }
+
+
+AGENT_PROMPT = "crash loop"
+MODEL_LATENCY_S = 1.0
+AGENT_SCHEMA = {
+    "type": "object",
+    "required": ["total"],
+    "properties": {"total": {"type": "integer"}},
+}
+
+
+def crash_agent_scripts() -> dict[str, list[Any]]:
+    """Two slow tool calls in two rounds, then the answer: three model calls in all."""
+    from durable_plan.testing import call
+    from durable_plan.testing.scripted_model import output
+
+    return {
+        AGENT_PROMPT: [
+            call("crash_work", value=0, add=1),
+            call("crash_work", value=1, add=2),
+            output({"total": 3}),
+        ]
+    }
+
+
+def crash_agent_plan() -> dict[str, Any]:
+    return {
+        "steps": [
+            {
+                "id": "loop",
+                "tool": "agent",
+                "args": {
+                    "prompt": AGENT_PROMPT,
+                    "output_schema": AGENT_SCHEMA,
+                    "tools": ["crash_work"],
+                },
+            }
+        ]
+    }

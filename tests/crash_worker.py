@@ -32,8 +32,20 @@ from durable_plan.temporal import plan_worker  # noqa: E402
 from tests.crash_tools import crash_registry  # noqa: E402
 
 
-async def main(target: str, task_queue: str, namespace: str, hold: bool) -> None:
-    client = await Client.connect(target, namespace=namespace)
+async def main(target: str, task_queue: str, namespace: str, hold: bool, agents: bool) -> None:
+    plugins: list[Any] = []
+    if agents:
+        # Agent steps: the scripted model, slowed so a kill can land mid model call.
+        from temporalio.strands_agents import StrandsPlugin
+
+        from durable_plan.testing import ScriptedModel
+        from tests.crash_tools import MODEL_LATENCY_S, crash_agent_scripts
+
+        def model() -> ScriptedModel:
+            return ScriptedModel(scripts=crash_agent_scripts(), latency_s=MODEL_LATENCY_S)
+
+        plugins.append(StrandsPlugin(models={"scripted": model}))
+    client = await Client.connect(target, namespace=namespace, plugins=plugins)
     worker = plan_worker(
         client,
         task_queue=task_queue,
@@ -79,5 +91,6 @@ if __name__ == "__main__":
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--hold", action="store_true", help="poll only after a line on stdin")
+    parser.add_argument("--agents", action="store_true", help="register the scripted model")
     args = parser.parse_args()
-    asyncio.run(main(args.target, args.task_queue, args.namespace, args.hold))
+    asyncio.run(main(args.target, args.task_queue, args.namespace, args.hold, args.agents))

@@ -25,7 +25,9 @@ import pytest
 from temporalio.client import Client
 
 from durable_plan.temporal import PlanHandle, start_plan
-from tests.crash_tools import LOG_ENV, crash_plan, crash_registry
+from durable_plan.testing import model_calls
+from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
+from tests.crash_tools import LOG_ENV, crash_agent_plan, crash_plan, crash_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = ROOT / "tests" / "crash_worker.py"
@@ -78,7 +80,7 @@ class WorkerProcess:
 
 @contextlib.asynccontextmanager
 async def worker_processes(
-    target: str, task_queue: str, log: Path, tmp: Path
+    target: str, task_queue: str, log: Path, tmp: Path, *extra: str
 ) -> AsyncIterator[Any]:
     """Yields ``spawn(hold=False)``; every process spawned is SIGKILLed and reaped on exit."""
     procs: list[WorkerProcess] = []
@@ -92,7 +94,7 @@ async def worker_processes(
     async def spawn(hold: bool = False) -> WorkerProcess:
         """A polling worker, or with ``hold`` one that is loaded and waits for ``release``."""
         stderr_path = tmp / f"worker-{len(procs) + 1}.stderr"
-        cmd = [str(WORKER_SCRIPT), "--target", target, "--task-queue", task_queue]
+        cmd = [str(WORKER_SCRIPT), "--target", target, "--task-queue", task_queue, *extra]
         with stderr_path.open("wb") as stderr:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -229,3 +231,99 @@ async def test_kill_worker_mid_step(
         else:
             assert [e["attempt"] for e in starts] == [1], lines
         assert {e["key"] for e in lines} == {f"{workflow_id}/{step}"}, lines
+
+
+# -- agent steps: kill the worker mid-loop ---------------------------------------------------
+
+
+async def wait_for_loop_kill_point(child: Any, log: Path, where: str) -> None:
+    """``tool``: the second round's tool call runs alone; ``model``: the second model call
+    runs alone (the first tool call is done, nothing else pending)."""
+    deadline = time.monotonic() + KILL_POINT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        entries = read_log(log)
+        try:
+            raw = (await child.describe()).raw_description
+        except Exception:
+            await asyncio.sleep(0.05)
+            continue
+        pending = list(raw.pending_activities)
+        done = {e["step"] for e in entries if e["event"] == "done"}
+        quiet = len(pending) == 1 and not raw.HasField("pending_workflow_task")
+        if (
+            where == "tool"
+            and quiet
+            and in_flight(entries) == {"2/crash_work/2"}
+            and pending[0].activity_id == "2/crash_work/2"
+            and in_flight(read_log(log))
+        ):
+            return
+        if (
+            where == "model"
+            and quiet
+            and done == {"1/crash_work/1"}
+            and not in_flight(entries)
+            and pending[0].activity_type.name in MODEL_ACTIVITY_NAMES
+            and pending[0].attempt == 1
+            and pending[0].HasField("last_started_time")
+        ):
+            return
+        await asyncio.sleep(0.02)
+    pytest.fail(f"the loop never reached the {where} kill point; log: {read_log(log)}")
+
+
+@pytest.mark.parametrize("where", ["tool", "model"], ids=["in-a-tool-call", "between-rounds"])
+async def test_kill_worker_mid_agent_loop(
+    client: Client,
+    temporal_target: str,
+    task_queue: str,
+    workflow_id: str,
+    tmp_path: Path,
+    where: str,
+) -> None:
+    log = tmp_path / "side-effects.jsonl"
+    async with worker_processes(temporal_target, task_queue, log, tmp_path, "--agents") as spawn:
+        first = await spawn()
+        handle = await start_plan(
+            client,
+            crash_agent_plan(),
+            task_queue=task_queue,
+            registry=crash_registry(),
+            workflow_id=workflow_id,
+            model="scripted",
+            retry_initial_interval_s=0.2,
+            model_heartbeat_timeout_s=1.0,
+        )
+        child = client.get_workflow_handle(f"{workflow_id}/agent/loop")
+        loading = asyncio.create_task(spawn(hold=True))
+        try:
+            await wait_for_loop_kill_point(child, log, where)
+        except BaseException:
+            loading.cancel()
+            with contextlib.suppress(BaseException):
+                await loading
+            raise
+        first.kill()
+        await first.proc.wait()
+        second = await loading
+        await second.release()
+        try:
+            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+        except TimeoutError:
+            pytest.fail(
+                f"plan did not finish after the crash; log: {read_log(log)}\n"
+                f"new worker stderr:\n{second.stderr_tail()}"
+            )
+        child_history = await child.fetch_history()
+
+    loop = result.returned["loop"]
+    assert loop["final"] is True and loop["output"] == {"total": 3}
+    assert loop["iterations"] == 3
+    assert model_calls(child_history) == 3, "no model round ran twice"
+    entries = read_log(log)
+    for call_id in ("1/crash_work/1", "2/crash_work/2"):
+        dones = [e for e in entries if e["step"] == call_id and e["event"] == "done"]
+        assert len(dones) == 1, f"{call_id} ran {len(dones)} times: {entries}"
+    starts = [e for e in entries if e["event"] == "start"]
+    expected = 3 if where == "tool" else 2  # the killed tool call started twice
+    assert len(starts) == expected, entries

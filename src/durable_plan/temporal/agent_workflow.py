@@ -65,6 +65,7 @@ class AgentStepInput:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
+    model_heartbeat_timeout_s: float = 10.0
 
 
 @workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)
@@ -87,7 +88,13 @@ class AgentStepWorkflow:
             system_prompt=system_prompt(request.system_prompt),
             callback_handler=None,
             start_to_close_timeout=timedelta(seconds=MODEL_TIMEOUT_S),
-            retry_policy=RetryPolicy(maximum_attempts=MODEL_ATTEMPTS),
+            # The model activity heartbeats while it streams: a lost worker is noticed
+            # after this, not after the whole start-to-close timeout.
+            heartbeat_timeout=timedelta(seconds=request.model_heartbeat_timeout_s),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=request.retry_initial_interval_s),
+                maximum_attempts=MODEL_ATTEMPTS,
+            ),
         )
         agent.hooks.add_callback(BeforeModelCallEvent, lambda _e: self._guard_history(request))
         try:

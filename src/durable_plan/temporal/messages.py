@@ -78,6 +78,8 @@ class PlanInput:
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
     task_queue: str | None = None
+    model_heartbeat_timeout_s: float = 10.0
+    """Agent steps: a worker lost during a model call is noticed after this long."""
     default_model: str | None = None
     """The model of agent steps that name none (a ``StrandsPlugin`` model name; None:
     the plugin's default)."""

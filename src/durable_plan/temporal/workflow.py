@@ -257,6 +257,7 @@ class PlanWorkflow:
             max_result_bytes=request.max_result_bytes,
             max_history_bytes=request.max_history_bytes,
             retry_initial_interval_s=request.retry_initial_interval_s,
+            model_heartbeat_timeout_s=request.model_heartbeat_timeout_s,
         )
         started = workflow.now()
         me = workflow.info()
