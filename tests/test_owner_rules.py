@@ -18,6 +18,7 @@ import pytest
 from strands import Agent, tool
 from strands.hooks import AfterToolCallEvent, BeforeToolCallEvent
 from strands.types.tools import ToolContext
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.strands_agents import StrandsPlugin
 
@@ -29,10 +30,12 @@ from durable_plan.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import PlanWorkflow, plan_input, plan_worker, start_plan
 from durable_plan.temporal.messages import ApprovalDecision
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from durable_plan.testing.scripted_model import output
 from durable_plan.tools import ToolRegistry
 from tests.hooked_workflows import HookedAgentWorkflow, HookedInput
 
 RUNS: list[str] = []
+LAST_PLAN_ID = [""]
 
 
 @tool
@@ -314,9 +317,28 @@ OGRE = {
     "steps": [{"id": "hit", "tool": "apply_damage", "args": {"monster": "ogre", "damage": 9}}],
     "final": True,
 }
+OGRE_LOOP = {
+    "steps": [
+        {
+            "id": "loop",
+            "tool": "agent",
+            "args": {
+                "prompt": "Hit the ogre hard.",
+                "output_schema": {"type": "object", "properties": {"hit": {"type": "boolean"}}},
+                "tools": ["apply_damage"],
+            },
+        }
+    ],
+    "final": True,
+}
 SCRIPTS: dict[str, list[TurnLike]] = {
     "goblin": [call("submit_workflow_plan", **GOBLIN)],
     "ogre": [call("submit_workflow_plan", **OGRE), say("The ogre is protected.")],
+    "ogre loop": [call("submit_workflow_plan", **OGRE_LOOP)],
+    "Hit the ogre hard.": [
+        call("apply_damage", monster="ogre", damage=9),
+        output({"hit": False}),
+    ],
 }
 
 
@@ -337,7 +359,8 @@ async def converse(client: Client, task_queue: str, prompt: str) -> tuple[str, A
             task_queue=task_queue,
         )
         answer = await asyncio.wait_for(handle.result(), 60)
-        child = client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
+        LAST_PLAN_ID[0] = f"{handle.id}/plan/tooluse_0_0"
+        child = client.get_workflow_handle(LAST_PLAN_ID[0])
         child_result = await child.result()
     return answer, child_result
 
@@ -418,3 +441,28 @@ async def test_the_cli_shows_the_arguments_awaiting_approval_and_decides(
         assert code == 0 and "rm: approved" in out
         result = await handle.result()
     assert result.outcome("rm").status == "ok"
+
+
+async def test_tool_calls_inside_a_durable_agent_step_pass_the_agents_hooks(
+    agent_client: Client, task_queue: str
+) -> None:
+    answer, child = await converse(agent_client, task_queue, "ogre loop")
+    loop = json.loads(answer)["loop"]
+    assert loop["output"] == {"hit": False} and loop["tools_called"][0]["tool"] == "apply_damage"
+    [line] = child["ledger"]
+    assert line["status"] == "ok"
+    history = await agent_client.get_workflow_handle(
+        f"{LAST_PLAN_ID[0]}/agent/loop"
+    ).fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "apply_damage" not in scheduled, "the hook cancelled the call before its activity"
+    inputs = [
+        e.activity_task_scheduled_event_attributes.input.payloads[0].data.decode()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert "the ogre may not be harmed" in inputs[-1], "the loop's model saw the hook's message"

@@ -41,7 +41,13 @@ class Step(_Input):
             "(at most 32 characters). Later steps read this step's result as steps.<id>."
         )
     )
-    tool: str = Field(min_length=1, description="Name of the tool to call.")
+    tool: str = Field(
+        min_length=1,
+        description=(
+            'Name of the tool to call, or "agent" for a bounded tool-calling loop (args: '
+            "prompt, output_schema, tools, max_iterations, model, system_prompt)."
+        ),
+    )
     args: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Literal arguments, passed to the tool as they are.",

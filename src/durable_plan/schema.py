@@ -58,6 +58,14 @@ def plan_tool_description(
         'of ! or not; quote strings. "join": "any" lets a step after a branch run when at '
         "least one dependency ran. Steps run as soon as their own inputs are ready; "
         "independent steps run in parallel.\n"
+        'An agent step ("tool": "agent") runs a small tool-calling loop for the one thing a '
+        "plan cannot say: work where which tools to call, and how often, depends on what "
+        'earlier calls return. args: "prompt" (may hold {{ steps.<id>.<field> }}), '
+        '"output_schema" (a JSON Schema of type object), optional "tools" (names or patterns), '
+        '"max_iterations" (default 8). It costs one model call per round, so use ordinary '
+        'steps whenever you know the calls in advance. Its result is {"output", '
+        '"iterations", "tools_called", "final"}; output is {} when final is false, so gate '
+        'on it: "when": "steps.<id>.final ? steps.<id>.output.<field> : false".\n'
         '"returns" lists the step ids whose results you get back (default: all). Set '
         '"final": true when those results fully answer the user: the turn then ends with them '
         'and you are not asked again. "on_error": "fail_fast" (default) or "continue".\n'

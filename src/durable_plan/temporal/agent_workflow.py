@@ -34,10 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.local import describe_exception
     from durable_plan.options import ToolOptions
     from durable_plan.temporal.approvals import ApprovalDesk
+    from durable_plan.temporal.hook_relay import HookAsker
     from durable_plan.temporal.messages import (
         DEFAULT_MAX_HISTORY_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
+        HOOK_REPLY_SIGNAL,
         ApprovalDecision,
+        HookReply,
         StepRequest,
         StepResponse,
         failure_message,
@@ -66,6 +69,8 @@ class AgentStepInput:
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
     model_heartbeat_timeout_s: float = 10.0
+    hooks_workflow_id: str | None = None
+    """The agent workflow whose tool hooks each tool call of the loop must pass."""
 
 
 @workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)
@@ -76,6 +81,7 @@ class AgentStepWorkflow:
         self.tracker = RoundTracker()
         self.desk = ApprovalDesk(None)  # call ids are made as the loop runs
         self.calls = 0
+        self.hooks = HookAsker()
 
     @workflow.run
     async def run(self, request: AgentStepInput) -> dict[str, Any]:
@@ -125,6 +131,11 @@ class AgentStepWorkflow:
             "tools_called": list(self.tracker.calls),
             "awaiting": self.desk.awaiting_details(),
         }
+
+    @workflow.signal(name=HOOK_REPLY_SIGNAL)
+    def hook_reply(self, reply: HookReply) -> None:
+        """The agent's tool hooks answered for one tool call of the loop."""
+        self.hooks.receive(reply)
 
     @workflow.signal
     def approve_step(self, decision: ApprovalDecision) -> None:
@@ -189,55 +200,76 @@ class ActivityTool(AgentTool):
         yield await self._call(tool_use)
 
     async def _call(self, tool_use: ToolUse) -> ToolResult:
-        owner, options = self._owner, self._options
+        """One tool call of the loop: the agent's hooks, a person's approval, the activity."""
+        owner = self._owner
         owner.calls += 1
         round_ = owner.tracker.rounds
         call_id = f"{round_}/{self._name}/{owner.calls}"
         args = dict(tool_use.get("input") or {})
-        tool_use_id = tool_use["toolUseId"]
+        hooks_at = self._request.hooks_workflow_id
+        if hooks_at is not None:
+            before = await owner.hooks.ask(hooks_at, call_id, self._name, "before", args)
+            if before.cancel is not None:
+                return _result(tool_use, False, before.cancel)
+            args = before.args
+        if self._options.requires_approval:
+            rejected = await self._await_approval(call_id, args)
+            if rejected is not None:
+                return _result(tool_use, False, rejected)
+        ok, value = await self._execute(call_id, round_, args)
+        if hooks_at is not None:
+            after = await owner.hooks.ask(hooks_at, call_id, self._name, "after", args, ok, value)
+            ok, value = after.ok, after.value
+        return _result(tool_use, ok, value)
 
-        def error(text: str) -> ToolResult:
-            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+    async def _await_approval(self, call_id: str, args: dict[str, Any]) -> str | None:
+        desk = self._owner.desk
+        desk.open(call_id, args)
+        try:
+            await workflow.wait_condition(lambda: desk.decision(call_id) is not None)
+        finally:
+            desk.close(call_id)
+        decision = desk.decision(call_id)
+        if decision is None or decision.approved:
+            return None
+        return f"rejected by a person{': ' + decision.reason if decision.reason else ''}"
 
-        if options.requires_approval:
-            owner.desk.open(call_id, args)
-            try:
-                await workflow.wait_condition(lambda: owner.desk.decision(call_id) is not None)
-            finally:
-                owner.desk.close(call_id)
-            decision = owner.desk.decision(call_id)
-            if decision is not None and not decision.approved:
-                reason = f": {decision.reason}" if decision.reason else ""
-                return error(f"rejected by a person{reason}")
+    async def _execute(self, call_id: str, round_: int, args: dict[str, Any]) -> tuple[bool, Any]:
+        """The tool's activity with its owner's rules; a failure is a value for the loop."""
+        options, request = self._options, self._request
         heartbeat = options.heartbeat_timeout_s
         common: dict[str, Any] = {
             "activity_id": call_id,
-            "summary": f"{self._request.step_id}/{round_}/{self._name}",
+            "summary": f"{request.step_id}/{round_}/{self._name}",
             "start_to_close_timeout": timedelta(seconds=options.timeout_s),
             "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
             "retry_policy": RetryPolicy(
-                initial_interval=timedelta(seconds=self._request.retry_initial_interval_s),
+                initial_interval=timedelta(seconds=request.retry_initial_interval_s),
                 maximum_attempts=options.retries + 1,
             ),
-            "task_queue": self._request.task_queue,
+            "task_queue": request.task_queue,
         }
-        value: Any
         try:
             if options.kind == "activity":  # an existing activity, called as it is
-                value = await workflow.execute_activity(
+                return True, await workflow.execute_activity(
                     self._name, args=options.positional(args), **common
                 )
-            else:
-                response: StepResponse = await workflow.execute_activity(
-                    self._name,
-                    StepRequest(call_id, args, self._request.max_result_bytes),
-                    result_type=StepResponse,
-                    **common,
-                )
-                value = response.result
+            response: StepResponse = await workflow.execute_activity(
+                self._name,
+                StepRequest(call_id, args, request.max_result_bytes),
+                result_type=StepResponse,
+                **common,
+            )
+            return True, response.result
         except ActivityError as exc:  # back into the loop, not a step failure
-            return error(failure_message(exc))
+            return False, failure_message(exc)
+
+
+def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:
+    tool_use_id = tool_use["toolUseId"]
+    if ok:
         return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+    return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": str(value)}]}
 
 
 def _root_cause(exc: BaseException) -> BaseException:

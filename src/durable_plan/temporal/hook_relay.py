@@ -10,6 +10,7 @@ back (``HOOK_REPLY_SIGNAL``). Only agents that have tool hooks pay for it.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -22,6 +23,9 @@ from durable_plan.temporal.messages import (
     HookReply,
     HookRequest,
 )
+
+HOOK_TIMEOUT_S = 300
+"""A step waits this long for the agent's hooks; then it fails, saying so."""
 
 
 class HookRelay:
@@ -47,7 +51,9 @@ class HookRelay:
         await child.signal(HOOK_REPLY_SIGNAL, reply)
 
     async def _decide(self, request: HookRequest) -> HookReply:
-        entry = self._plans.get(request.plan_workflow_id)
+        # An agent step's loop (<plan id>/agent/<step>) asks on behalf of its plan.
+        asker = request.plan_workflow_id
+        entry = self._plans.get(asker) or self._plans.get(asker.rsplit("/agent/", 1)[0])
         if entry is None:
             return HookReply(request.step_id, request.phase, cancel="the agent's plan has ended")
         hooks, gated = entry
@@ -81,3 +87,45 @@ def hook_relay() -> HookRelay:
     relay = HookRelay()
     workflow.set_signal_handler(HOOK_REQUEST_SIGNAL, relay.handle)
     return relay
+
+
+class HookAsker:
+    """The plan side: ask the agent's workflow to run its tool hooks, and wait for the reply.
+
+    Used by ``PlanWorkflow`` for each step and by ``AgentStepWorkflow`` for each tool
+    call of its loop; each forwards its ``HOOK_REPLY_SIGNAL`` to ``receive``.
+    """
+
+    def __init__(self) -> None:
+        self._replies: dict[tuple[str, str], HookReply] = {}
+        self.answered = 0
+
+    def receive(self, reply: HookReply) -> None:
+        self._replies[(reply.step_id, reply.phase)] = reply
+
+    async def ask(
+        self,
+        agent_workflow_id: str,
+        step_id: str,
+        tool: str,
+        phase: str,
+        args: dict[str, Any],
+        ok: bool = True,
+        value: Any = None,
+    ) -> HookReply:
+        me = workflow.info().workflow_id
+        key = (step_id, phase)
+        agent = workflow.get_external_workflow_handle(agent_workflow_id)
+        await agent.signal(
+            HOOK_REQUEST_SIGNAL, HookRequest(me, step_id, tool, phase, args, ok, value)
+        )
+        try:
+            await workflow.wait_condition(
+                lambda: key in self._replies, timeout=timedelta(seconds=HOOK_TIMEOUT_S)
+            )
+        except TimeoutError:
+            message = f"the agent's tool hooks did not answer within {HOOK_TIMEOUT_S} s"
+            return HookReply(step_id, phase, cancel=message, ok=False, value=message)
+        finally:
+            self.answered += 1
+        return self._replies.pop(key)

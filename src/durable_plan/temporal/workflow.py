@@ -17,7 +17,6 @@ re-import of jsonata and pydantic per run plus several milliseconds per step
 from __future__ import annotations
 
 import asyncio
-import builtins
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -42,12 +41,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.options import ToolOptions
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk
+    from durable_plan.temporal.hook_relay import HookAsker
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
-        HOOK_REQUEST_SIGNAL,
         ApprovalDecision,
         HookReply,
-        HookRequest,
         PlanInput,
         StepRequest,
         StepResponse,
@@ -56,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
 
-HOOK_TIMEOUT_S = 300
 OWNER_RULES_PATCH = "owner-rules"
 """Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""
 
@@ -75,7 +72,7 @@ class PlanWorkflow:
         self._run: PlanRun | None = None
         self._desk = ApprovalDesk(())
         self._owner_rules = True
-        self._hook_replies: dict[tuple[str, str], HookReply] = {}
+        self._hooks = HookAsker()
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
 
     @workflow.run
@@ -258,6 +255,7 @@ class PlanWorkflow:
             max_history_bytes=request.max_history_bytes,
             retry_initial_interval_s=request.retry_initial_interval_s,
             model_heartbeat_timeout_s=request.model_heartbeat_timeout_s,
+            hooks_workflow_id=request.hooks_workflow_id,
         )
         started = workflow.now()
         me = workflow.info()
@@ -293,29 +291,18 @@ class PlanWorkflow:
     @workflow.signal(name=HOOK_REPLY_SIGNAL)
     def hook_reply(self, reply: HookReply) -> None:
         """The agent's tool hooks answered for one step (see ``HookRelay``)."""
-        self._hook_replies[(reply.step_id, reply.phase)] = reply
+        self._hooks.receive(reply)
 
     async def _ask_hooks(
         self, request: PlanInput, call: StepCall, phase: str, ok: bool = True, value: Any = None
     ) -> HookReply:
         assert request.hooks_workflow_id is not None
-        agent = workflow.get_external_workflow_handle(request.hooks_workflow_id)
-        me = workflow.info().workflow_id
-        key = (call.step_id, phase)
-        await agent.signal(
-            HOOK_REQUEST_SIGNAL,
-            HookRequest(me, call.step_id, call.tool, phase, call.args, ok, value),
-        )
         try:
-            await workflow.wait_condition(
-                lambda: key in self._hook_replies, timeout=timedelta(seconds=HOOK_TIMEOUT_S)
+            return await self._hooks.ask(
+                request.hooks_workflow_id, call.step_id, call.tool, phase, call.args, ok, value
             )
-        except builtins.TimeoutError:
-            message = f"the agent's tool hooks did not answer within {HOOK_TIMEOUT_S} s"
-            return HookReply(call.step_id, phase, cancel=message, ok=False, value=message)
         finally:
             self._server_events += 1
-        return self._hook_replies.pop(key)
 
     async def _run_tool_activity(
         self, call: StepCall, policy: _StepPolicy, request: PlanInput
