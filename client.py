@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from temporalio.client import Client
 
-from activities.scripts import ATTACK_PROMPT, ROUND_PROMPT
+from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, ROUND_PROMPT
 from durable_plan.devserver import DevServer, DevServerNotFound
 from worker import DEFAULT_TARGET, TASK_QUEUE, build_worker, connect
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
@@ -42,9 +42,14 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, ui: str | None
         print(json.dumps(json.loads(output.answer), indent=2))
     except ValueError:
         print(output.answer)
+    inside = (
+        f", plus {output.agent_step_rounds} model calls inside an agent step"
+        if output.agent_step_rounds
+        else ""
+    )
     print(
         f"model round trips: {output.model_round_trips} "
-        f"(a plain loop needs {output.plain_loop_round_trips})"
+        f"(a plain loop needs {output.plain_loop_round_trips}){inside}"
     )
     if ui:
         print(f"Temporal UI: {ui}/namespaces/default/workflows/{workflow_id}")
@@ -76,7 +81,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     model = "bedrock" if args.live else "scripted"
     prompts = [args.prompt] if args.prompt else [ROUND_PROMPT if args.round else ATTACK_PROMPT]
     if args.demo and not args.prompt and not args.round:
-        prompts = [ATTACK_PROMPT, ROUND_PROMPT]
+        prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT]
     try:
         env = demo_environment() if args.demo else _remote(args.target)
         async with env as (client, ui):

@@ -52,6 +52,8 @@ class GameMasterOutput:
     plain_loop_round_trips: int
     stop_reason: str
     plans: int
+    agent_step_rounds: int = 0
+    """Model calls made inside agent steps (each is a round of its own loop)."""
 
 
 @workflow.defn
@@ -92,4 +94,10 @@ class GameMasterWorkflow:
             plain_loop_round_trips=depth + 1 if plugin.results else result.metrics.cycle_count,
             stop_reason=str(result.stop_reason),
             plans=plugin.plans_run,
+            agent_step_rounds=sum(
+                value.get("iterations", 0)
+                for r in plugin.results
+                for o in r.ledger
+                if o.tool == "agent" and isinstance(value := r.returned.get(o.id), dict)
+            ),
         )
