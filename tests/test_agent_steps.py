@@ -23,7 +23,7 @@ from durable_plan.local import execute_plan
 from durable_plan.plan import PlanResult
 from durable_plan.temporal import PlanHandle, PlanWorkflow, plan_worker, start_plan
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
-from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls
+from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools import ToolRegistry
 
@@ -405,3 +405,72 @@ async def test_progress_shows_an_agent_steps_round(agent_client: Client, task_qu
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.returned["morale"]["final"] is True
     assert json.dumps(result.returned)
+
+
+# -- through the plugin -------------------------------------------------------------------------
+
+
+def test_a_plain_agents_plan_runs_an_agent_step_on_the_agents_model() -> None:
+    from strands import Agent, tool
+
+    from durable_plan.plugin import WorkflowPlanPlugin
+
+    plan = morale_plan()
+    scripts = {
+        **SCRIPTS,
+        "Will the goblin flee?": [call("submit_workflow_plan", **plan), say("It fled.")],
+    }
+    CALLS.clear()
+    agent = Agent(
+        model=ScriptedModel(scripts=scripts),
+        tools=[tool(look_up_monster), tool(count_allies), tool(flee)],
+        plugins=[WorkflowPlanPlugin()],
+        callback_handler=None,
+    )
+    answer = agent("Will the goblin flee?")
+    assert str(answer).strip() == "It fled."
+    assert CALLS[-1] == "flee goblin", CALLS
+    [report] = [
+        block["toolResult"]
+        for message in agent.messages
+        for block in message["content"]
+        if "toolResult" in block
+    ]
+    assert report["status"] == "success", report
+
+
+async def test_the_game_masters_morale_check_runs_an_agent_step_durably(
+    temporal_target: str, task_queue: str
+) -> None:
+    from activities.scripts import DEMO_SCRIPTS, MORALE_PROMPT
+    from worker import build_worker
+    from workflows.game_master import GameMasterInput, GameMasterWorkflow
+
+    def demo_model() -> ScriptedModel:
+        return ScriptedModel(scripts=DEMO_SCRIPTS)
+
+    client = await Client.connect(
+        temporal_target, plugins=[StrandsPlugin(models={"scripted": demo_model})]
+    )
+    async with build_worker(client, task_queue):
+        handle = await client.start_workflow(
+            GameMasterWorkflow.run,
+            GameMasterInput(prompt=MORALE_PROMPT),
+            id=f"gm-morale-{task_queue}",
+            task_queue=task_queue,
+        )
+        output_ = await asyncio.wait_for(handle.result(), 60)
+        parent = await handle.fetch_history()
+        plan = client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
+        loop = client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0/agent/morale")
+        histories = [await plan.fetch_history(), await loop.fetch_history()]
+    answer = json.loads(output_.answer)
+    assert answer["morale"]["final"] is True and answer["morale"]["output"]["flees"] is True
+    assert output_.model_round_trips == 1 and output_.agent_step_rounds == 3
+    assert model_calls(parent) == 1 and model_calls(histories[1]) == 3
+    replayer = Replayer(
+        workflows=[GameMasterWorkflow, PlanWorkflow, AgentStepWorkflow],
+        plugins=[StrandsPlugin(models={"scripted": demo_model})],
+    )
+    for history in [parent, *histories]:
+        await replayer.replay_workflow(history)
