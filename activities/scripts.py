@@ -92,13 +92,7 @@ MORALE_SCHEMA: dict[str, Any] = {
 }
 MORALE_PLAN: dict[str, Any] = {
     "steps": [
-        {"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}},
-        {"id": "attack", "tool": "roll_attack", "bind": {"armour": "steps.lookup.armour"}},
-        {
-            "id": "damage",
-            "tool": "apply_damage",
-            "bind": {"monster": "steps.lookup.name", "damage": "steps.attack.damage"},
-        },
+        *ATTACK_PLAN["steps"],
         {
             "id": "morale",
             "tool": "agent",

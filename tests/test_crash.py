@@ -168,6 +168,35 @@ async def wait_for_kill_point(handle: PlanHandle, log: Path, target: str) -> Non
     pytest.fail(f"step {target} never ran alone; log: {read_log(log)}")
 
 
+async def kill_and_replace(
+    spawn: Any, first: WorkerProcess, handle: PlanHandle, log: Path, kill_point: Any
+) -> tuple[WorkerProcess, Any]:
+    """SIGKILL ``first`` at ``kill_point``; a replacement, warmed up meanwhile, takes over.
+
+    Returns the replacement and the plan's result.
+    """
+    loading = asyncio.create_task(spawn(hold=True))
+    try:
+        await kill_point
+    except BaseException:
+        loading.cancel()
+        with contextlib.suppress(BaseException):
+            await loading
+        raise
+    first.kill()
+    await first.proc.wait()
+    second: WorkerProcess = await loading
+    await second.release()
+    try:
+        result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    except TimeoutError:
+        pytest.fail(
+            f"plan did not finish after the crash; log: {read_log(log)}\n"
+            f"new worker stderr:\n{second.stderr_tail()}"
+        )
+    return second, result
+
+
 @pytest.mark.parametrize("killed", ["b", "c2", "e"], ids=["step2", "step4", "step6"])
 async def test_kill_worker_mid_step(
     client: Client,
@@ -189,26 +218,9 @@ async def test_kill_worker_mid_step(
             workflow_id=workflow_id,
             retry_initial_interval_s=0.2,
         )
-        # The replacement loads while the plan runs, so it can take over at once.
-        loading = asyncio.create_task(spawn(hold=True))
-        try:
-            await wait_for_kill_point(handle, log, killed)
-        except BaseException:
-            loading.cancel()
-            with contextlib.suppress(BaseException):
-                await loading
-            raise
-        first.kill()
-        await first.proc.wait()
-        second = await loading
-        await second.release()
-        try:
-            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-        except TimeoutError:
-            pytest.fail(
-                f"plan did not finish after the crash; log: {read_log(log)}\n"
-                f"new worker stderr:\n{second.stderr_tail()}"
-            )
+        second, result = await kill_and_replace(
+            spawn, first, handle, log, wait_for_kill_point(handle, log, killed)
+        )
 
     assert result.ok, result.ledger
     assert [o.id for o in result.ledger] == STEPS
@@ -295,25 +307,9 @@ async def test_kill_worker_mid_agent_loop(
             model_heartbeat_timeout_s=1.0,
         )
         child = client.get_workflow_handle(f"{workflow_id}/agent/loop")
-        loading = asyncio.create_task(spawn(hold=True))
-        try:
-            await wait_for_loop_kill_point(child, log, where)
-        except BaseException:
-            loading.cancel()
-            with contextlib.suppress(BaseException):
-                await loading
-            raise
-        first.kill()
-        await first.proc.wait()
-        second = await loading
-        await second.release()
-        try:
-            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-        except TimeoutError:
-            pytest.fail(
-                f"plan did not finish after the crash; log: {read_log(log)}\n"
-                f"new worker stderr:\n{second.stderr_tail()}"
-            )
+        _, result = await kill_and_replace(
+            spawn, first, handle, log, wait_for_loop_kill_point(child, log, where)
+        )
         child_history = await child.fetch_history()
 
     loop = result.returned["loop"]

@@ -158,13 +158,7 @@ class _Checker:
         raw = self._admit(raw)
         plan, steps, returns, raw_ids = self._parse(raw)
         if len(steps) > self.max_steps:
-            self.add(
-                "step_limit",
-                f"the plan has {len(steps)} steps; the limit is {self.max_steps}",
-                "split the work into several plans, or call some tools directly",
-                None,
-                "steps",
-            )
+            self._step_limit(len(steps))
         ids = self._check_ids(steps) | raw_ids
         parsed: dict[
             str, tuple[dict[str, Expression], Expression | None, set[str], dict[str, Template]]
@@ -241,14 +235,17 @@ class _Checker:
         # Slightly over the limit, every other problem is still worth reporting (one
         # repair round trip); far over it, checking each step is wasted work.
         if isinstance(steps, list) and len(steps) > 2 * self.max_steps:
-            self.add(
-                "step_limit",
-                f"the plan has {len(steps)} steps; the limit is {self.max_steps}",
-                "split the work into several plans, or call some tools directly",
-                None,
-                "steps",
-            )
+            self._step_limit(len(steps))
             raise PlanRejected(self.problems)
+
+    def _step_limit(self, count: int) -> None:
+        self.add(
+            "step_limit",
+            f"the plan has {count} steps; the limit is {self.max_steps}",
+            "split the work into several plans, or call some tools directly",
+            None,
+            "steps",
+        )
 
     def _reject_size(self, size: int) -> None:
         self.add(

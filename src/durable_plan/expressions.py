@@ -340,20 +340,15 @@ class _Meter:
         self.measure(result)
 
     def measure(self, value: Any) -> None:
-        if isinstance(value, str):
-            if len(value) > self.limits.max_string:
+        if isinstance(value, str | list):
+            string = isinstance(value, str)
+            limit = self.limits.max_string if string else self.limits.max_array
+            if len(value) > limit:
+                kind, unit = ("a string", "characters") if string else ("an array", "items")
                 self.fail(
-                    f"the expression built a string of {len(value)} characters, over the limit "
-                    f"of {self.limits.max_string}"
+                    f"the expression built {kind} of {len(value)} {unit}, over the limit of {limit}"
                 )
-            self.charge(len(value) // 64)
-        elif isinstance(value, list):
-            if len(value) > self.limits.max_array:
-                self.fail(
-                    f"the expression built an array of {len(value)} items, over the limit of "
-                    f"{self.limits.max_array}"
-                )
-            self.charge(len(value) // 64)
+            self.charge(len(value) // 64)  # building a value costs in proportion to its size
         elif isinstance(value, int) and not isinstance(value, bool):
             if value.bit_length() > MAX_INT_BITS:
                 self.fail(f"the expression computed an integer over the {MAX_INT_BITS}-bit limit")

@@ -14,12 +14,13 @@ from typing import Any
 
 from strands import Agent
 from strands.models import Model
-from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
 
 from durable_plan.agent_loop import run_agent_step, system_prompt
 from durable_plan.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
 from durable_plan.errors import StepFailure
 from durable_plan.local import Invoker, describe_exception
+from durable_plan.named_tool import NamedTool
 from durable_plan.tools import ToolRegistry
 
 ModelSource = Model | Callable[[], Model]
@@ -72,26 +73,12 @@ def agent_steps(
     return invoke_with_agents
 
 
-class InvokerTool(AgentTool):
+class InvokerTool(NamedTool):
     """A plan tool as the loop's model sees it; calls go through the plan's invoker."""
 
     def __init__(self, name: str, spec: ToolSpec, invoke: Invoker) -> None:
-        super().__init__()
-        self._name = name
-        self._spec = spec
+        super().__init__(name, spec)
         self._invoke = invoke
-
-    @property
-    def tool_name(self) -> str:
-        return self._name
-
-    @property
-    def tool_type(self) -> str:
-        return "durable_plan"
-
-    @property
-    def tool_spec(self) -> ToolSpec:
-        return self._spec
 
     async def stream(
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any

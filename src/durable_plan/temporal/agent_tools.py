@@ -11,39 +11,24 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_plan.local import describe_exception
+from durable_plan.named_tool import NamedTool
 from durable_plan.temporal.messages import StepRequest, StepResponse, failure_message
 from durable_plan.tools import Tool, ToolRegistry
 
 
-class DurableTool(AgentTool):
+class DurableTool(NamedTool):
     """One registry tool exposed to the model; an activity when called from a workflow."""
 
     def __init__(self, tool: Tool, task_queue: str | None = None) -> None:
-        super().__init__()
+        super().__init__(tool.name, tool.tool_spec_json)
         self._tool = tool
         self._task_queue = task_queue
-
-    @property
-    def tool_name(self) -> str:
-        return self._tool.name
-
-    @property
-    def tool_type(self) -> str:
-        return "durable_plan"
-
-    @property
-    def tool_spec(self) -> ToolSpec:
-        return {
-            "name": self._tool.name,
-            "description": self._tool.description or self._tool.name,
-            "inputSchema": {"json": self._tool.input_schema},
-        }
 
     async def stream(
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any

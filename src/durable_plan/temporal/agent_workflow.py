@@ -27,11 +27,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from strands.hooks import BeforeModelCallEvent
-    from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+    from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
     from temporalio.strands_agents import TemporalAgent
 
     from durable_plan.agent_loop import RoundTracker, run_agent_step, system_prompt
     from durable_plan.local import describe_exception
+    from durable_plan.named_tool import NamedTool
     from durable_plan.options import ToolOptions
     from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.hook_relay import HookAsker
@@ -166,33 +167,22 @@ class AgentStepWorkflow:
             )
 
 
-class ActivityTool(AgentTool):
+class ActivityTool(NamedTool):
     """A registry tool inside an agent step: its activity, with its owner's rules."""
 
     def __init__(
         self, name: str, options: ToolOptions, request: AgentStepInput, owner: AgentStepWorkflow
     ) -> None:
-        super().__init__()
-        self._name = name
+        schema = options.input_schema or {"type": "object"}
+        spec: ToolSpec = {
+            "name": name,
+            "description": options.description or name,
+            "inputSchema": {"json": schema},
+        }
+        super().__init__(name, spec)
         self._options = options
         self._request = request
         self._owner = owner
-
-    @property
-    def tool_name(self) -> str:
-        return self._name
-
-    @property
-    def tool_type(self) -> str:
-        return "durable_plan"
-
-    @property
-    def tool_spec(self) -> ToolSpec:
-        return {
-            "name": self._name,
-            "description": self._options.description or self._name,
-            "inputSchema": {"json": self._options.input_schema or {"type": "object"}},
-        }
 
     async def stream(
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
