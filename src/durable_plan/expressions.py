@@ -30,6 +30,7 @@ from typing import Any
 
 import jsonata
 import re2
+from jsonata.datetimeutils import DateTimeUtils
 from jsonata.jexception import JException
 from jsonata.regex_engine import RegexFlags
 from jsonata.utils import Utils
@@ -361,11 +362,17 @@ class _Meter:
         return {
             "__evaluate_entry": self.entry,
             "__evaluate_exit": self.exit,
-            "pad": _Guarded(natives.lookup("pad"), self._guard_pad),
-            "join": _Guarded(natives.lookup("join"), self._guard_join),
-            "string": _Guarded(natives.lookup("string"), self._guard_string),
-            "replace": _Guarded(natives.lookup("replace"), self._guard_replace),
-            "distinct": _Guarded(natives.lookup("distinct"), lambda _a: None, _distinct),
+            "pad": _Guarded(natives.lookup("pad"), _then_proceed(self._guard_pad)),
+            "join": _Guarded(natives.lookup("join"), _then_proceed(self._guard_join)),
+            "string": _Guarded(natives.lookup("string"), _then_proceed(self._guard_string)),
+            "replace": _Guarded(natives.lookup("replace"), _then_proceed(self._guard_replace)),
+            "distinct": _Guarded(
+                natives.lookup("distinct"), lambda a: _distinct(a[0] if a else None)
+            ),
+            "toMillis": _Guarded(natives.lookup("toMillis"), _guard_date_picture),
+            "formatNumber": _Guarded(
+                natives.lookup("formatNumber"), _then_proceed(_guard_number_picture)
+            ),
         }
 
     def _guard_pad(self, args: Sequence[Any]) -> None:
@@ -408,27 +415,91 @@ class _Meter:
             self.fail(f"$replace would build over the limit of {self.limits.max_string} characters")
 
 
-class _Guarded(jsonata.Jsonata.JFunction):  # type: ignore[misc]
-    """A native with a check in front (and optionally another body), same signature."""
+_PROCEED = object()
+"""What a guard returns to let the native run (anything else is the call's result)."""
 
-    def __init__(
-        self,
-        native: Any,
-        guard: Callable[[Sequence[Any]], None],
-        body: Callable[[Any], Any] | None = None,
-    ) -> None:
+
+def _then_proceed(check: Callable[[Sequence[Any]], None]) -> Callable[[Sequence[Any]], Any]:
+    """A guard from a check that only refuses (by raising)."""
+
+    def guard(args: Sequence[Any]) -> Any:
+        check(args)
+        return _PROCEED
+
+    return guard
+
+
+_SINGLE_CHARACTER_OPTIONS = (
+    "decimal-separator",
+    "grouping-separator",
+    "exponent-separator",
+    "percent",
+    "per-mille",
+    "zero-digit",
+    "digit",
+    "pattern-separator",
+    "minus-sign",
+)
+MAX_PICTURE_CHARS = 100
+
+
+def _guard_number_picture(args: Sequence[Any]) -> None:
+    """``$formatNumber``'s options become regex text in jsonata-python: one character each.
+
+    XPath defines them as single characters; a longer one (``"(a+)+b"``) would be
+    a regex of the plan's choosing run by Python's backtracking engine.
+    """
+    picture = args[1] if len(args) > 1 else None
+    if isinstance(picture, str) and len(picture) > MAX_PICTURE_CHARS:
+        raise LimitExceeded(f"a $formatNumber picture is limited to {MAX_PICTURE_CHARS} characters")
+    options = args[2] if len(args) > 2 else None
+    if isinstance(options, Mapping):
+        for name in _SINGLE_CHARACTER_OPTIONS:
+            value = options.get(name)
+            if value is not None and not (isinstance(value, str) and len(value) == 1):
+                raise StepError(f"$formatNumber option '{name}' must be a single character")
+
+
+def _guard_date_picture(args: Sequence[Any]) -> Any:
+    """``$toMillis(text, picture)`` matches with a regex built from the picture, on
+    Python's backtracking engine: RE2 decides first, and a text that does not match
+    (where backtracking explodes) never reaches it."""
+    if len(args) < 2 or not isinstance(args[0], str) or not isinstance(args[1], str):
+        return _PROCEED
+    text, picture = args[0], args[1]
+    if len(picture) > MAX_PICTURE_CHARS or len(text) > MAX_PICTURE_CHARS:
+        raise LimitExceeded(f"$toMillis text and picture are limited to {MAX_PICTURE_CHARS} chars")
+    try:
+        spec = DateTimeUtils._generate_regex(DateTimeUtils._analyse_datetime_picture(picture))
+        regex = "^" + "".join(f"({part.regex})" for part in spec.parts) + "$"
+        options = re2.Options()
+        options.log_errors = False
+        matched = re2.compile("(?i)" + regex, options).search(text) is not None
+    except Exception:
+        return _PROCEED  # jsonata reports a bad picture its own way
+    return _PROCEED if matched else None
+
+
+class _Guarded(jsonata.Jsonata.JFunction):  # type: ignore[misc]
+    """A native with a check in front, same name and signature.
+
+    The guard raises to refuse the call, returns ``_PROCEED`` to let the native
+    run, or returns the call's result itself (a linear ``$distinct``, a date
+    that RE2 already found does not match).
+    """
+
+    def __init__(self, native: Any, guard: Callable[[Sequence[Any]], Any]) -> None:
         self._native = native
         self._guard = guard
-        self._body = body
         self.function = native.function
         self.signature = native.signature
         self.function_name = native.function_name
 
     def call(self, input: Any, args: Any) -> Any:
         values = list(args) if isinstance(args, list) else []
-        self._guard(values)
-        if self._body is not None:
-            return self._body(values[0] if values else None)
+        verdict = self._guard(values)
+        if verdict is not _PROCEED:
+            return verdict
         return self._native.call(input, args)
 
     def get_number_of_args(self) -> int:
