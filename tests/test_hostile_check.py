@@ -232,3 +232,14 @@ def test_spec_catalog_with_broken_schema_does_not_crash() -> None:
     schema = {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}
     catalog = ToolCatalog.of([ToolSpec("t", schema)])
     check_plan({"steps": [{"id": "a", "tool": "t", "args": {"x": 1}}]}, catalog=catalog)
+
+
+def test_lambda_signatures_are_refused() -> None:
+    # jsonata-python matches signatures with Python's backtracking regex engine.
+    source = "($f := function($a)<" + "n+" * 16 + ":n>{1}; $f(" + "1," * 40 + "'x'))"
+    [problem] = reject({"steps": [{"id": "a", "tool": "t", "bind": {"x": source}}]}).problems
+    assert problem.code == "syntax"
+    assert "function signatures" in problem.message
+    check_plan(
+        {"steps": [{"id": "a", "tool": "t", "bind": {"x": "($f := function($a){1}; $f(2))"}}]}
+    )

@@ -91,6 +91,13 @@ def parse(source: str) -> Expression:
         raise ExpressionSyntaxError(f"cannot parse: {type(exc).__name__}: {exc}") from None
     analysis = _Analysis()
     analysis.visit(compiled.ast)
+    if analysis.signatures:
+        # jsonata-python checks a lambda's signature with a regex on Python's
+        # backtracking engine, and a plan may write any signature: refuse them.
+        raise ExpressionSyntaxError(
+            "function signatures (function($x)<n:n>{...}) cannot be used in plans; "
+            "leave the <...> out"
+        )
     return Expression(
         source=source,
         refs=frozenset(analysis.refs),
@@ -122,6 +129,7 @@ class _Analysis:
         self._relative = 0
         self._optional = 0
         self.bare_names: list[str] = []
+        self.signatures = 0
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -150,6 +158,8 @@ class _Analysis:
             # writes this for a literal ("bind": {"name": "goblin"}).
             self.bare_names.append(value)
         if kind == "lambda":
+            if getattr(node, "signature", None) is not None:
+                self.signatures += 1
             # A lambda's body reads whatever it is applied to, not the root.
             self._visit_relative([getattr(node, "body", None), getattr(node, "arguments", None)])
             return
