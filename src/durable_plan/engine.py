@@ -72,7 +72,6 @@ class PlanRun:
         )
         self._results: dict[str, Any] = {}
         self._outcomes: dict[str, StepOutcome] = {}
-        self._first_failure: str | None = None
 
     @property
     def checked(self) -> CheckedPlan:
@@ -104,12 +103,10 @@ class PlanRun:
         calls a runner holds back (the workflow paces large arguments over
         several workflow tasks).
         """
-        if calls and self._first_failure is not None and self._checked.plan.on_error == "fail_fast":
-            reason = f"plan stopped after '{self._first_failure}' failed (on_error=fail_fast)"
-            for call in calls:
-                self._end(call.step_id, "skipped", reason, 0.0, 0)
-            return []
-        return calls
+        kept = [call for call in calls if self._scheduler.withdraw(call.step_id)]
+        if len(kept) < len(calls):
+            self._absorb_scheduler_decisions()
+        return kept
 
     def record_result(
         self, step_id: str, result: Any, *, duration_ms: float = 0.0, attempts: int = 1
@@ -263,8 +260,6 @@ class PlanRun:
         if error is not None:
             error = truncate_text(error)
         self._scheduler.done(sid, status, error)
-        if status == "failed" and self._first_failure is None:
-            self._first_failure = sid
         self._outcomes[sid] = StepOutcome(
             id=sid,
             tool=cs.step.tool,

@@ -55,6 +55,7 @@ class Scheduler:
         self._runnable: list[str] = []
         self._decide = [sid for sid in self._order if not self._deps[sid]]
         self._stopped = False
+        self._stop_reason = ""
 
     # -- queries ----------------------------------------------------------------
 
@@ -101,7 +102,37 @@ class Scheduler:
         self._running.discard(step_id)
         self._finish(step_id, status, reason)
         if status == "failed" and self._on_error == "fail_fast":
-            self._stop_after(step_id)
+            self.stop(f"plan stopped after '{step_id}' failed (on_error=fail_fast)")
+
+    def stop(self, reason: str) -> None:
+        """End the plan early (a failure under fail_fast, an ``exit`` step).
+
+        Every step not handed out is skipped with ``reason``; steps running now
+        finish (their side effects are under way); steps handed out but not yet
+        started by the runner are skipped when it asks ``withdraw``.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop_reason = reason
+        for sid in self._order:
+            if sid not in self._status and sid not in self._running:
+                self._status[sid] = "skipped"
+                self._reason[sid] = reason
+        self._runnable = []
+        self._decide = []
+
+    def withdraw(self, step_id: str) -> bool:
+        """A handed-out step the runner has not started: True if it should still start.
+
+        After a stop it is skipped here, with the stop's reason, so the rule of
+        what a stop skips lives in this class only.
+        """
+        if not self._stopped or step_id not in self._running:
+            return True
+        self._running.discard(step_id)
+        self._finish(step_id, "skipped", self._stop_reason)
+        return False
 
     # -- internals ------------------------------------------------------------
 
@@ -131,7 +162,7 @@ class Scheduler:
     def _verdict(self, sid: str) -> tuple[StepStatus, str] | None:
         """None when the step should run, else the status it ends with and why."""
         if self._stopped:
-            return "skipped", "plan stopped after a failure (on_error=fail_fast)"
+            return "skipped", self._stop_reason
         deps = sorted(self._deps[sid], key=self._rank.__getitem__)
         broken = [d for d in deps if self._status[d] in ("failed", "skipped")]
         if broken:
@@ -142,13 +173,3 @@ class Scheduler:
         if self._join.get(sid, "all") == "any" and len(pruned) < len(deps):
             return None
         return "not_taken", f"depends on not_taken step '{pruned[0]}'"
-
-    def _stop_after(self, failed: str) -> None:
-        self._stopped = True
-        reason = f"plan stopped after '{failed}' failed (on_error=fail_fast)"
-        for sid in self._order:
-            if sid not in self._status and sid not in self._running:
-                self._status[sid] = "skipped"
-                self._reason[sid] = reason
-        self._runnable = []
-        self._decide = []
