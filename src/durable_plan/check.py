@@ -10,9 +10,10 @@ re-derives the graph.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,21 @@ from durable_plan.agent_step import (
     check_agent_args,
     parse_template,
     template_expressions,
+)
+from durable_plan.control_steps import (
+    ALL_BODY_NAMES,
+    BODY_FIELDS,
+    BODY_NAMES,
+    CONTROL,
+    DEFAULT_CONCURRENCY,
+    EXIT,
+    EXIT_ARGS,
+    LOOPS,
+    MAP,
+    MAP_ARGS,
+    MAX_CONCURRENCY,
+    REDUCE_ARGS,
+    CheckedBody,
 )
 from durable_plan.errors import PlanRejected, Problem, StepError
 from durable_plan.expressions import Expression, ExpressionSyntaxError
@@ -101,6 +117,8 @@ class CheckedStep:
     ordered_deps: tuple[str, ...] = ()
     templates: Mapping[str, Template] = field(default_factory=dict)
     """An agent step's ``prompt`` / ``system_prompt`` with their ``{{ }}`` placeholders."""
+    body: CheckedBody | None = None
+    """A map or reduce step's ``do``, checked."""
     """``deps`` in plan order: a step's ``steps`` scope is built in this order, never
     in a set's, whose order follows the process's hash seed (``$keys(steps)`` and
     ``steps.*[0]`` must answer the same on every worker)."""
@@ -148,11 +166,23 @@ class _Checker:
         self.max_steps = max_steps
         self.durable = durable
         self.problems: list[Problem] = []
+        self._prefix = ""
         # step id -> dependency id -> the field that creates the edge (for cycle reports)
         self.edge_fields: dict[str, dict[str, str]] = {}
 
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
+        if self._prefix:
+            fld = f"{self._prefix}.{fld}" if fld else self._prefix
         self.problems.append(Problem(code, message, fix, step, fld))
+
+    @contextlib.contextmanager
+    def _within(self, prefix: str) -> Iterator[None]:
+        """Problems found meanwhile name fields under ``prefix`` (a map's ``args.do``)."""
+        outer, self._prefix = self._prefix, prefix
+        try:
+            yield
+        finally:
+            self._prefix = outer
 
     def run(self, raw: Plan | Mapping[str, Any] | str) -> CheckedPlan:
         raw = self._admit(raw)
@@ -160,9 +190,7 @@ class _Checker:
         if len(steps) > self.max_steps:
             self._step_limit(len(steps))
         ids = self._check_ids(steps) | raw_ids
-        parsed: dict[
-            str, tuple[dict[str, Expression], Expression | None, set[str], dict[str, Template]]
-        ] = {}
+        parsed: dict[str, _Parsed] = {}
         self._expression_chars = 0
         for step in steps:
             # A duplicate is checked too: one problem must never hide another.
@@ -182,6 +210,7 @@ class _Checker:
                 bind=parsed[sid][0],
                 when=parsed[sid][1],
                 templates=parsed[sid][3],
+                body=parsed[sid][4],
                 level=levels_of[sid],
                 ordered_deps=tuple(sorted(deps[sid], key=position.__getitem__)),
             )
@@ -379,6 +408,12 @@ class _Checker:
         if step.tool == AGENT_TOOL:
             self._check_agent_step(step)
             return
+        if step.tool in LOOPS:
+            self._check_loop(step)
+            return
+        if step.tool == EXIT:
+            self._check_exit(step)
+            return
         if self.catalog is None:
             return
         spec = self.catalog.tools.get(step.tool)
@@ -434,6 +469,122 @@ class _Checker:
                 "an agent step is not retried as a whole (each model round and tool call is)",
                 "remove retries",
                 "retries",
+            )
+
+    def _check_loop(self, step: Step) -> None:
+        names = MAP_ARGS if step.tool == MAP else REDUCE_ARGS
+        self._unknown_args(step, names)
+        if "over" not in step.args and "over" not in step.bind:
+            self.add(
+                "bad_argument",
+                f"a {step.tool} step needs 'over': the list to go through",
+                'bind it: "bind": {"over": "steps.<id>.<list>"}',
+                step.id,
+                "bind.over",
+            )
+        elif "over" in step.args and not isinstance(step.args["over"], list):
+            self.add(
+                "bad_argument",
+                "'over' must be a list",
+                "bind it, or give a list",
+                step.id,
+                "args.over",
+            )
+        concurrency = step.args.get("concurrency", DEFAULT_CONCURRENCY)
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not (1 <= concurrency <= MAX_CONCURRENCY)
+        ):
+            self.add(
+                "bad_argument",
+                f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY}",
+                f"use 1..{MAX_CONCURRENCY} (default {DEFAULT_CONCURRENCY})",
+                step.id,
+                "args.concurrency",
+            )
+        for name, fix in (("local", "remove local"), ("retries", "set retries in do")):
+            if getattr(step, name) not in (None, False):
+                self.add("bad_argument", f"a {step.tool} step has no '{name}'", fix, step.id, name)
+        body = self._body_step(step)
+        if body is None:
+            return
+        with self._within("args.do"):
+            if body.tool in CONTROL:
+                self.add(
+                    "bad_argument",
+                    f"a {step.tool} body cannot be a '{body.tool}' step",
+                    "run the inner loop as a second plan, after this one",
+                    step.id,
+                    "tool",
+                )
+            else:
+                self._check_tool(body)
+
+    def _body_step(self, step: Step) -> Step | None:
+        """The ``do`` template as a step (for the tool checks), or None if unusable."""
+        raw = step.args.get("do")
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("tool"), str):
+            self.add(
+                "bad_argument",
+                f"a {step.tool} step needs 'do': the step to run for each item, with a tool",
+                '"do": {"tool": "<tool>", "bind": {"<arg>": "item.<field>"}}',
+                step.id,
+                "args.do",
+            )
+            return None
+        for key in sorted(set(raw) - set(BODY_FIELDS)):
+            self.add(
+                "bad_argument",
+                f"'do' has no field '{key}'",
+                f"its fields are: {', '.join(BODY_FIELDS)}",
+                step.id,
+                f"args.do.{key}",
+            )
+        try:
+            return Step.model_validate(
+                {"id": step.id, **{k: v for k, v in raw.items() if k in BODY_FIELDS}}
+            )
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = ".".join(str(p) for p in err["loc"] if p not in _UNION_TAGS)
+                self.add(
+                    "schema", str(err["msg"]), "see the plan schema", step.id, f"args.do.{loc}"
+                )
+            return None
+
+    def _check_exit(self, step: Step) -> None:
+        self._unknown_args(step, EXIT_ARGS)
+        status = step.args.get("status", "success")
+        if status not in ("success", "error"):
+            self.add(
+                "bad_argument",
+                "an exit's status is 'success' or 'error'",
+                'write "status": "error" to end the plan as failed',
+                step.id,
+                "args.status",
+            )
+        message = step.args.get("message")
+        if "message" not in step.bind and not (isinstance(message, str) and message):
+            self.add(
+                "bad_argument",
+                "an exit step needs a message saying why the plan ends",
+                'add "message": "..."',
+                step.id,
+                "args.message",
+            )
+
+    def _unknown_args(self, step: Step, names: tuple[str, ...]) -> None:
+        for name in sorted((set(step.args) | set(step.bind)) - set(names)):
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            where = "bind" if name in step.bind else "args"
+            self.add(
+                "bad_argument",
+                f"a {step.tool} step has no argument '{name}'",
+                f"{hint}its arguments are: {', '.join(names)}",
+                step.id,
+                f"{where}.{name}",
             )
 
     def _check_owner_rules(self, step: Step, owner: ToolOptions) -> None:
@@ -523,9 +674,7 @@ class _Checker:
             except Exception:  # a schema jsonschema cannot use: the tool checks at run time
                 continue
 
-    def _check_expressions(
-        self, step: Step, ids: set[str]
-    ) -> tuple[dict[str, Expression], Expression | None, set[str], dict[str, Template]]:
+    def _check_expressions(self, step: Step, ids: set[str]) -> _Parsed:
         bind: dict[str, Expression] = {}
         when: Expression | None = None
         deps: set[str] = set()
@@ -544,6 +693,7 @@ class _Checker:
             else:
                 bind[fld.removeprefix("bind.")] = expr
         templates = self._check_templates(step, ids, deps, dynamic_fields)
+        body = self._check_body_expressions(step, ids, deps, dynamic_fields)
         for ref in step.after:
             if ref == step.id:
                 self.add(
@@ -572,7 +722,7 @@ class _Checker:
                 step.id,
                 dynamic_fields[0].split(" ")[0],
             )
-        return bind, when, deps, templates
+        return bind, when, deps, templates, body
 
     def _syntax(self, step: Step, fld: str, source: str, exc: Exception) -> None:
         self.add(
@@ -583,8 +733,60 @@ class _Checker:
             fld,
         )
 
-    def _check_templates(
+    def _check_body_expressions(
         self, step: Step, ids: set[str], deps: set[str], dynamic_fields: list[str]
+    ) -> CheckedBody | None:
+        """A map or reduce body's expressions: they read results (the loop step's
+        dependencies) and ``item`` / ``index`` / ``accumulator``."""
+        if step.tool not in LOOPS:
+            return None
+        raw = step.args.get("do")
+        try:
+            body = (
+                Step.model_validate({"id": step.id, **dict(raw)})
+                if isinstance(raw, Mapping)
+                else None
+            )
+        except ValidationError:
+            return None  # reported by the tool checks
+        if body is None:
+            return None
+        allowed = BODY_NAMES[step.tool]
+        bind: dict[str, Expression] = {}
+        when: Expression | None = None
+        for fld, source in expressions.iter_sources(body.bind, body.when):
+            full = f"args.do.{fld}"
+            if not self._admit_expression(step, full, source):
+                continue
+            try:
+                expr = expressions.parse(source)
+            except ExpressionSyntaxError as exc:
+                self._syntax(step, full, source, exc)
+                continue
+            self._analyse(step, full, expr, ids, deps, dynamic_fields, allowed)
+            if fld == "when":
+                when = expr
+            else:
+                bind[fld.removeprefix("bind.")] = expr
+        templates = self._check_templates(body, ids, deps, dynamic_fields, "args.do.", allowed)
+        return CheckedBody(
+            tool=body.tool,
+            args=dict(body.args),
+            bind=bind,
+            when=when,
+            templates=templates,
+            timeout_s=body.timeout_s,
+            retries=body.retries,
+        )
+
+    def _check_templates(
+        self,
+        step: Step,
+        ids: set[str],
+        deps: set[str],
+        dynamic_fields: list[str],
+        prefix: str = "",
+        allowed: tuple[str, ...] = (),
     ) -> dict[str, Template]:
         """An agent step's prompt placeholders read results like bindings do."""
         templates: dict[str, Template] = {}
@@ -592,7 +794,7 @@ class _Checker:
             return templates
         for name in TEMPLATED:
             text = step.args.get(name)
-            fld = f"args.{name}"
+            fld = f"{prefix}args.{name}"
             if not isinstance(text, str) or not self._admit_expression(step, fld, text):
                 continue
             try:
@@ -601,7 +803,7 @@ class _Checker:
                 self._syntax(step, fld, text, exc)
                 continue
             for expr in template_expressions(template):
-                self._analyse(step, fld, expr, ids, deps, dynamic_fields)
+                self._analyse(step, fld, expr, ids, deps, dynamic_fields, allowed)
             templates[name] = template
         return templates
 
@@ -613,11 +815,12 @@ class _Checker:
         ids: set[str],
         deps: set[str],
         dynamic_fields: list[str],
+        allowed: tuple[str, ...] = (),
     ) -> None:
         """Functions, bare names and references of one parsed expression."""
         edge_fields = self.edge_fields.setdefault(step.id, {})
         self._check_functions(step, fld, expr)
-        self._check_bare_names(step, fld, expr)
+        self._check_bare_names(step, fld, expr, allowed)
         for ref in sorted(expr.refs):
             if ref == step.id:
                 self.add(
@@ -666,8 +869,22 @@ class _Checker:
             return False
         return True
 
-    def _check_bare_names(self, step: Step, fld: str, expr: Expression) -> None:
+    def _check_bare_names(
+        self, step: Step, fld: str, expr: Expression, allowed: tuple[str, ...] = ()
+    ) -> None:
         for name in dict.fromkeys(expr.bare_names):
+            if name in allowed:
+                continue
+            if name in ALL_BODY_NAMES:
+                self.add(
+                    "unknown_name",
+                    f"reads '{name}', which exists only inside the 'do' of a map or reduce "
+                    "(accumulator: reduce only)",
+                    "move the expression into do's bind or when",
+                    step.id,
+                    fld,
+                )
+                continue
             arg = fld.removeprefix("bind.") if fld.startswith("bind.") else "name"
             self.add(
                 "unknown_name",
@@ -711,6 +928,10 @@ class _Checker:
                 self.edge_fields.get(cycle[0], {}).get(cycle[1 % len(cycle)], "bind"),
             )
 
+
+_Parsed = tuple[
+    dict[str, Expression], Expression | None, set[str], dict[str, Template], CheckedBody | None
+]
 
 _UNION_TAGS = frozenset(
     {"str", "int", "float", "bool", "list", "dict", "list[...]", "dict[str,...]"}

@@ -10,13 +10,16 @@ I/O or reads a clock, so the Temporal workflow can run it as workflow code.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from durable_plan import expressions
 from durable_plan.agent_step import Template
 from durable_plan.check import CheckedPlan, CheckedStep
+from durable_plan.control_steps import EXIT
 from durable_plan.errors import StepError
+from durable_plan.items import ItemRun
 from durable_plan.limits import (
     DEFAULT_LIMITS,
     ExpressionLimits,
@@ -62,6 +65,7 @@ class PlanRun:
     def __init__(self, checked: CheckedPlan, limits: ExpressionLimits = DEFAULT_LIMITS) -> None:
         self._checked = checked
         self._budget = expressions.Budget(limits)
+        self._exited: dict[str, Any] | None = None
         plan = checked.plan
         self._scheduler = Scheduler(
             {sid: cs.deps for sid, cs in checked.steps.items()},
@@ -138,7 +142,13 @@ class PlanRun:
             for sid in self._checked.returns
             if self._outcomes[sid].status == "ok"
         }
-        clean = all(o.status in ("ok", "not_taken") for o in ledger)
+        exited = self._exited
+        clean = not any(o.status == "failed" for o in ledger) and (
+            all(o.status in ("ok", "not_taken") for o in ledger)
+            or (exited is not None and exited["status"] == "success")
+        )
+        if exited is not None and exited["status"] == "error":
+            clean = False
         final = self._checked.plan.final and clean
         executed_levels = {o.level for o in ledger if o.status == "ok"}
         saved = max(len(executed_levels) - 1, 0) + (1 if final else 0)
@@ -148,6 +158,7 @@ class PlanRun:
             levels=self._checked.levels,
             inference_passes_saved=saved,
             final=final,
+            exited=exited,
         )
 
     def progress(self) -> list[Progress]:
@@ -175,48 +186,72 @@ class PlanRun:
 
     # -- internals ------------------------------------------------------------
 
-    def _prepare(self, cs: CheckedStep) -> StepCall | None:
-        # Only the step's own dependencies: jsonata walks its whole input on every
-        # evaluation, and a dynamic read (steps.*, declared through after) must see
-        # what it declared, not whichever other steps happen to have finished.
+    def scope_of(self, cs: CheckedStep) -> dict[str, Any]:
+        """What a step's expressions see: only its own dependencies, in plan order.
+
+        jsonata walks its whole input on every evaluation, and a dynamic read
+        (steps.*, declared through after) must see what it declared, not
+        whichever other steps happen to have finished.
+        """
         results = self._results
-        scope = {"steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}}
-        deterministic = self._checked.durable
+        return {"steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}}
+
+    def bind_args(
+        self,
+        scope: Mapping[str, Any],
+        when: expressions.Expression | None,
+        bind: Mapping[str, expressions.Expression],
+        templates: Mapping[str, Template],
+        args: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """``args`` with ``when``, templates and ``bind`` applied; None when ``when`` is false.
+
+        Raises ``StepError`` naming the field (and the bound, for a limit).
+        """
         budget = self._budget
         field = "when"
         try:
-            if cs.when is not None:
-                matched, value = expressions.evaluate(
-                    cs.when, scope, deterministic=deterministic, budget=budget
-                )
-                missing = expressions.first_missing(cs.when, scope)
-                if not matched or missing:
-                    hint = missing or expressions.explain_no_match(cs.when, scope)
-                    raise StepError(f"when matched no value: {hint}")
+            if when is not None:
+                value = self._evaluate(when, scope, "when matched no value")
                 if not isinstance(value, bool):
                     raise StepError(f"when must be true or false, got {_brief(value)}")
                 if not value:
-                    self._end(cs.id, "not_taken", "when was false", 0.0, 0)
                     return None
-            args = dict(cs.step.args)
-            for name, template in cs.templates.items():
+            for name, template in templates.items():
                 field = f"{name} placeholder"
                 args[name] = self._render(template, scope, name, budget)
-            for name, expr in cs.bind.items():
+            for name, expr in bind.items():
                 field = f"binding '{name}'"
-                matched, value = expressions.evaluate(
-                    expr, scope, deterministic=deterministic, budget=budget
-                )
-                missing = expressions.first_missing(expr, scope)
-                if not matched or missing:
-                    hint = missing or expressions.explain_no_match(expr, scope)
-                    raise StepError(f"binding '{name}' matched no value: {hint}")
-                args[name] = value
+                args[name] = self._evaluate(expr, scope, f"binding '{name}' matched no value")
         except LimitExceeded as exc:
-            self._end(cs.id, "failed", f"{field}: {exc}; {_LIMIT_FIX}", 0.0, 0)
-            return None
+            raise StepError(f"{field}: {exc}; {_LIMIT_FIX}") from None
+        return args
+
+    def _evaluate(
+        self, expr: expressions.Expression, scope: Mapping[str, Any], missing_text: str
+    ) -> Any:
+        matched, value = expressions.evaluate(
+            expr, scope, deterministic=self._checked.durable, budget=self._budget
+        )
+        missing = expressions.first_missing(expr, scope)
+        if not matched or missing:
+            hint = missing or expressions.explain_no_match(expr, scope)
+            raise StepError(f"{missing_text}: {hint}")
+        return value
+
+    def _prepare(self, cs: CheckedStep) -> StepCall | None:
+        try:
+            args = self.bind_args(
+                self.scope_of(cs), cs.when, cs.bind, cs.templates, dict(cs.step.args)
+            )
         except StepError as exc:
             self._end(cs.id, "failed", str(exc), 0.0, 0)
+            return None
+        if args is None:
+            self._end(cs.id, "not_taken", "when was false", 0.0, 0)
+            return None
+        if cs.step.tool == EXIT:
+            self._exit(cs, args)
             return None
         return StepCall(
             step_id=cs.id,
@@ -228,8 +263,24 @@ class PlanRun:
             local=cs.step.local,
         )
 
+    def _exit(self, cs: CheckedStep, args: dict[str, Any]) -> None:
+        """An exit step fired: it ends ok with why, and the scheduler stops the plan."""
+        status = args.get("status", "success")
+        message = str(args.get("message", ""))
+        self._exited = {"step": cs.id, "status": status, "message": message}
+        if "output" in args:
+            self._exited["output"] = args["output"]
+        self._results[cs.id] = dict(self._exited)
+        self._end(cs.id, "ok", None, 0.0, 0)
+        self._scheduler.stop(f"plan exited at step '{cs.id}' ({status}): {message}")
+        self._absorb_scheduler_decisions()
+
+    def item_run(self, call: StepCall) -> ItemRun:
+        """The items of a map or reduce call (``StepError`` if ``over`` is not a usable list)."""
+        return ItemRun(self, self._checked.steps[call.step_id], call)
+
     def _render(
-        self, template: Template, scope: dict[str, Any], name: str, budget: expressions.Budget
+        self, template: Template, scope: Mapping[str, Any], name: str, budget: expressions.Budget
     ) -> str:
         """A prompt with its placeholders filled in: text as is, other values as compact JSON.
 

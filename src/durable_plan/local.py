@@ -14,8 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.control_steps import LOOPS
 from durable_plan.engine import PlanRun, StepCall
-from durable_plan.errors import StepFailure
+from durable_plan.errors import StepError, StepFailure
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.tools import ToolRegistry
 
@@ -73,11 +74,17 @@ async def run_checked(
     timeouts = dict(tool_timeouts or {})
     tasks: dict[asyncio.Task[tuple[bool, Any, float]], StepCall] = {}
 
+    def timeout_of(call: StepCall) -> float | None:
+        return call.timeout_s or timeouts.get(call.tool) or default_timeout_s
+
     def start(calls: list[StepCall]) -> None:
         for call in calls:
-            timeout = call.timeout_s or timeouts.get(call.tool) or default_timeout_s
-            task = asyncio.create_task(_invoke(invoker, call, timeout), name=call.step_id)
-            tasks[task] = call
+            work = (
+                _run_items(run, call, invoker, timeout_of)
+                if call.tool in LOOPS
+                else _invoke(invoker, call, timeout_of(call))
+            )
+            tasks[asyncio.create_task(work, name=call.step_id)] = call
 
     try:
         start(run.next_calls())
@@ -97,6 +104,42 @@ async def run_checked(
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
     return run.result()
+
+
+async def _run_items(
+    run: PlanRun,
+    call: StepCall,
+    invoker: Invoker,
+    timeout_of: Callable[[StepCall], float | None],
+) -> tuple[bool, Any, float]:
+    """A map or reduce step: its items through the same invoker, within its cap."""
+    started = time.perf_counter()
+    try:
+        items = run.item_run(call)
+    except StepError as exc:
+        return False, str(exc), _ms_since(started)
+    running: dict[asyncio.Task[tuple[bool, Any, float]], StepCall] = {}
+
+    def start() -> None:
+        for item in items.next_calls():
+            task = asyncio.create_task(_invoke(invoker, item, timeout_of(item)), name=item.step_id)
+            running[task] = item
+
+    try:
+        start()
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: t.get_name()):
+                ok, value, _ms = task.result()
+                items.record(running.pop(task), ok, value)
+            start()
+    finally:
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+    ok, value = items.result()
+    return ok, value, _ms_since(started)
 
 
 async def _invoke(

@@ -148,10 +148,15 @@ class PlanResult(_Frozen):
     levels: list[list[str]]
     inference_passes_saved: int
     final: bool
+    exited: dict[str, JsonValue] | None = None
+    """Set when an ``exit`` step ended the plan: its step, status, message and output."""
 
     @property
     def ok(self) -> bool:
-        """True when no step failed or was skipped."""
+        """True when no step failed or was skipped (steps an exit with status success
+        skipped do not count)."""
+        if self.exited is not None:
+            return self.exited.get("status") == "success" and not self.failures
         return all(o.status in ("ok", "not_taken") for o in self.ledger)
 
     @property

@@ -35,9 +35,11 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from durable_plan.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
     from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+    from durable_plan.control_steps import LOOPS
     from durable_plan.engine import PlanRun, StepCall
-    from durable_plan.errors import PlanRejected
+    from durable_plan.errors import PlanRejected, StepError
     from durable_plan.ids import child_workflow_id
+    from durable_plan.items import ItemRun
     from durable_plan.options import ToolOptions
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk
@@ -72,6 +74,7 @@ class PlanWorkflow:
         self._run: PlanRun | None = None
         self._desk = ApprovalDesk(())
         self._owner_rules = True
+        self._loops: dict[str, ItemRun] = {}
         self._hooks = HookAsker()
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
 
@@ -114,9 +117,14 @@ class PlanWorkflow:
                     "attempts": line.attempts,
                     "error": line.error,
                     **self._desk.details(line.id),
+                    **self._loop_details(line.id, line.phase),
                 }
             )
         return lines
+
+    def _loop_details(self, step_id: str, phase: str) -> dict[str, Any]:
+        loop = self._loops.get(step_id)
+        return {"items": loop.progress()} if loop is not None and phase == "running" else {}
 
     @workflow.signal
     def approve_step(self, decision: ApprovalDecision) -> None:
@@ -221,6 +229,8 @@ class PlanWorkflow:
         the activity, the agent's after-hooks."""
         if call.tool == AGENT_TOOL:
             return await self._run_agent_step(call, request)
+        if call.tool in LOOPS:
+            return await self._run_items(call, request)
         hooked = request.hooks_workflow_id is not None
         if hooked:
             before = await self._ask_hooks(request, call, "before")
@@ -237,6 +247,40 @@ class PlanWorkflow:
             after = await self._ask_hooks(request, call, "after", ok, value)
             ok, value = after.ok, after.value
         return ok, value, duration_ms, attempts
+
+    async def _run_items(self, call: StepCall, request: PlanInput) -> Outcome:
+        """A map or reduce: each item a step of its own (activity ``<step>[<i>]``)."""
+        assert self._run is not None
+        started = workflow.now()
+        try:
+            items = self._run.item_run(call)
+        except StepError as exc:
+            return False, str(exc), 0.0, 0
+        self._loops[call.step_id] = items
+        running: dict[asyncio.Task[Outcome], StepCall] = {}
+
+        def start() -> None:
+            for item in items.next_calls():
+                size = _json_size(item.args)
+                if size > request.max_result_bytes:
+                    items.record(item, False, _args_too_large(item, size, request))
+                    continue
+                running[asyncio.create_task(self._run_step(item, request))] = item
+
+        try:
+            start()
+            while running:
+                done, _ = await workflow.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
+                for task in sorted(done, key=lambda t: _item_index(running[t].step_id)):
+                    ok, value = task.result()[:2]
+                    items.record(running.pop(task), ok, value)
+                start()
+        except asyncio.CancelledError:
+            for task in running:
+                task.cancel()
+            raise
+        ok, value = items.result()
+        return ok, value, _ms(started), 1
 
     async def _run_agent_step(self, call: StepCall, request: PlanInput) -> Outcome:
         """An agent step: its loop in a child workflow, so its conversation stays out of here."""
@@ -435,6 +479,10 @@ def _args_too_large(call: StepCall, size: int, request: PlanInput) -> str:
         f"the arguments of step '{call.step_id}' are {size // 1024} KiB, over the "
         f"{request.max_result_bytes // 1024} KiB limit; bind smaller values"
     )
+
+
+def _item_index(step_id: str) -> int:
+    return int(step_id.rsplit("[", 1)[1].rstrip("]"))
 
 
 def _ms(started: datetime) -> float:

@@ -1,0 +1,69 @@
+"""Control steps: ``map`` and ``reduce`` over lists known only at run time, and ``exit``.
+
+A plan has a fixed shape; acting on each of N items would make the model read
+the N items first, the round trip plans exist to save. ``map`` runs a step
+template (``do``) once per item of a list that ``over`` yields at run time;
+``reduce`` folds the items one after another into an accumulator; ``exit``
+ends the plan early with a status and a message. Their syntax is the plan
+language's own: ``over`` and ``initial`` come from ``bind`` (or literal
+``args``), the template's ``bind`` and ``when`` also see ``item``, ``index``
+and (in ``reduce``) ``accumulator``.
+
+This module holds the contract and the checked body; ``items.py`` runs the
+items (written once, driven by both runners); the scheduler owns ``exit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from durable_plan.agent_step import Template
+from durable_plan.expressions import Expression
+
+MAP = "map"
+REDUCE = "reduce"
+EXIT = "exit"
+LOOPS = frozenset({MAP, REDUCE})
+CONTROL = frozenset({MAP, REDUCE, EXIT})
+
+DEFAULT_CONCURRENCY = 4
+MAX_CONCURRENCY = 8
+"""Items of one map running at once: each is an activity (or an agent loop). Eight
+items of at most 256 KiB of arguments each, started in one workflow task, stay
+under the server's 4 MiB message limit beside the plan's own 1 MiB per task."""
+
+MAX_ITEMS = 1_000
+"""Items one map or reduce may run. Each item costs about six history events in the
+plan's workflow, so 1,000 items stay well inside Temporal's 51,200-event limit (and the
+plan's own 40,000-event guard); a longer list fails the step and says to split it."""
+
+MAP_ARGS = ("over", "do", "concurrency")
+REDUCE_ARGS = ("over", "initial", "do")
+EXIT_ARGS = ("status", "message", "output")
+BODY_FIELDS = ("tool", "args", "bind", "when", "timeout_s", "retries")
+BODY_NAMES = {MAP: ("item", "index"), REDUCE: ("item", "index", "accumulator")}
+ALL_BODY_NAMES = frozenset({"item", "index", "accumulator"})
+
+
+@dataclass(frozen=True)
+class CheckedBody:
+    """A map or reduce step's ``do`` template, with its expressions parsed."""
+
+    tool: str
+    args: Mapping[str, Any]
+    bind: Mapping[str, Expression]
+    when: Expression | None
+    templates: Mapping[str, Template] = field(default_factory=dict)
+    timeout_s: float | None = None
+    retries: int | None = None
+
+
+def loop_result(
+    kind: str, count: int, results: list[Any], failed: int, not_taken: int, accumulator: Any
+) -> dict[str, Any]:
+    """The step's result: ``map`` lists every slot in input order, ``reduce`` the fold."""
+    if kind == REDUCE:
+        return {"count": count, "result": accumulator}
+    return {"count": count, "results": results, "failed": failed, "not_taken": not_taken}
