@@ -30,44 +30,48 @@ ATTACK_PLAN: dict[str, Any] = {
 }
 
 
-def _player_steps(index: int, letter: str) -> list[dict[str, Any]]:
-    player = f"steps.log.actions[{index}].player"
-    return [
-        {"id": f"char_{letter}", "tool": "get_character", "bind": {"name": player}},
-        {
-            "id": f"roll_{letter}",
-            "tool": "roll_check",
-            "bind": {
-                "character": f"steps.char_{letter}.name",
-                "attack_bonus": f"steps.char_{letter}.attack_bonus",
-            },
-        },
-        {
-            "id": f"hit_{letter}",
-            "tool": "resolve_action",
-            "bind": {
-                "character": f"steps.char_{letter}.name",
-                "total": f"steps.roll_{letter}.total",
-                "damage": f"steps.char_{letter}.damage",
-                "target": "steps.log.target",
-            },
-        },
-    ]
-
-
+# One map per stage of a player's turn: the plan does not need to know how many
+# players act (the model writes it without reading the action log first).
 ROUND_PLAN: dict[str, Any] = {
     "steps": [
         {"id": "log", "tool": "read_action_log", "args": {"round_number": 1}},
-        *_player_steps(0, "a"),
-        *_player_steps(1, "b"),
-        *_player_steps(2, "c"),
+        {
+            "id": "chars",
+            "tool": "map",
+            "bind": {"over": "steps.log.actions"},
+            "args": {"do": {"tool": "get_character", "bind": {"name": "item.player"}}},
+        },
+        {
+            "id": "rolls",
+            "tool": "map",
+            "bind": {"over": "steps.chars.results"},
+            "args": {
+                "do": {
+                    "tool": "roll_check",
+                    "bind": {"character": "item.name", "attack_bonus": "item.attack_bonus"},
+                }
+            },
+        },
+        {
+            "id": "hits",
+            "tool": "map",
+            "bind": {"over": "steps.rolls.results"},
+            "args": {
+                "do": {
+                    "tool": "resolve_action",
+                    "bind": {
+                        "character": "item.character",
+                        "total": "item.total",
+                        "damage": "steps.chars.results[$index].damage",
+                        "target": "steps.log.target",
+                    },
+                }
+            },
+        },
         {
             "id": "tally",
             "tool": "tally_round",
-            "bind": {
-                "damages": "[steps.hit_a.damage, steps.hit_b.damage, steps.hit_c.damage]",
-                "target": "steps.log.target",
-            },
+            "bind": {"damages": "[steps.hits.results.damage]", "target": "steps.log.target"},
         },
         {
             "id": "narrate",
@@ -82,6 +86,7 @@ ROUND_PLAN: dict[str, Any] = {
     "returns": ["tally", "narrate"],
     "final": True,
 }
+
 
 # An agent step decides what a plan cannot know in advance: whether the monster flees
 # depends on what it finds when it looks around (the action log, the other monsters).

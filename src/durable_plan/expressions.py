@@ -45,6 +45,9 @@ from durable_plan.limits import (
 )
 
 ALWAYS_FORBIDDEN = frozenset({"eval"})
+LOOP_VARIABLES = ("item", "index", "accumulator")
+"""Inside a map or reduce body these are fields of the scope (``item.name``) and
+variables too (``$index``, for use inside a filter: ``steps.a.results[$index]``)."""
 NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
 
 _SKIP_ATTRS = frozenset({"_outer_instance", "outer", "seeking_parent", "tuple", "focus", "token"})
@@ -606,8 +609,12 @@ def evaluate(
     budget = budget if budget is not None else Budget()
     meter = _Meter(budget.limits, budget.allowance())
     compiled = _instance(expr, deterministic=deterministic)
+    bindings = meter.guards()
+    for name in LOOP_VARIABLES:  # a map or reduce body: $item, $index, $accumulator
+        if name in scope:
+            bindings[name] = scope[name]
     try:
-        raw = compiled.evaluate(scope, meter.guards())
+        raw = compiled.evaluate(scope, bindings)
     except StepError:
         raise
     except JException as exc:

@@ -36,6 +36,8 @@ def summarize(result: PlanResult) -> str:
         if outcome.error:
             line += f"  {outcome.error}"
         lines.append(line)
+    if result.exited is not None:
+        lines.append(f"exited: {result.exited['status']}: {result.exited['message']}")
     lines.append(f"returned: {', '.join(result.returned) or 'nothing'}")
     return "\n".join(lines)
 
@@ -43,6 +45,8 @@ def summarize(result: PlanResult) -> str:
 def result_for_model(result: PlanResult) -> dict[str, Any]:
     """What the model reads back: results it asked for, and every step that did not run ok."""
     report: dict[str, Any] = {"status": "ok" if result.ok else "failed"}
+    if result.exited is not None:
+        report["exited"] = result.exited  # why the plan ended early
     report["returned"] = result.returned
     problems = [
         {"step": o.id, "tool": o.tool, "status": o.status, "error": o.error}
@@ -59,6 +63,12 @@ def failure_text(result: PlanResult) -> str:
     """The message a model gets for a plan that ran but failed: each failure, then the ledger."""
     failed = [o for o in result.ledger if o.status == "failed"]
     lines = ["Plan ran but did not complete:"]
+    if result.exited is not None:
+        exited = result.exited
+        lines.append(
+            f"- the plan exited at step '{exited['step']}' ({exited['status']}): "
+            f"{exited['message']}"
+        )
     lines += [f"- step '{o.id}' ({o.tool}) failed: {o.error}" for o in failed]
     lines.append("Ledger:")
     lines += [
