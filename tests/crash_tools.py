@@ -159,3 +159,20 @@ def crash_agent_plan() -> dict[str, Any]:
             }
         ]
     }
+
+
+def crash_map_plan() -> dict[str, Any]:
+    """Six slow items, one at a time, so a kill lands on a known item."""
+    return {
+        "steps": [
+            {
+                "id": "m",
+                "tool": "map",
+                "args": {
+                    "over": [0, 1, 2, 3, 4, 5],
+                    "concurrency": 1,
+                    "do": {"tool": "crash_work", "args": {"add": 10}, "bind": {"value": "item"}},
+                },
+            }
+        ]
+    }

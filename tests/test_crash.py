@@ -27,7 +27,13 @@ from temporalio.client import Client
 from durable_plan.temporal import PlanHandle, start_plan
 from durable_plan.testing import model_calls
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
-from tests.crash_tools import LOG_ENV, crash_agent_plan, crash_plan, crash_registry
+from tests.crash_tools import (
+    LOG_ENV,
+    crash_agent_plan,
+    crash_map_plan,
+    crash_plan,
+    crash_registry,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = ROOT / "tests" / "crash_worker.py"
@@ -323,3 +329,33 @@ async def test_kill_worker_mid_agent_loop(
     starts = [e for e in entries if e["event"] == "start"]
     expected = 3 if where == "tool" else 2  # the killed tool call started twice
     assert len(starts) == expected, entries
+
+
+# -- maps: kill the worker mid-map ------------------------------------------------------------
+
+
+async def test_kill_worker_mid_map_reruns_no_finished_item(
+    client: Client, temporal_target: str, task_queue: str, workflow_id: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "side-effects.jsonl"
+    async with worker_processes(temporal_target, task_queue, log, tmp_path) as spawn:
+        first = await spawn()
+        handle = await start_plan(
+            client,
+            crash_map_plan(),
+            task_queue=task_queue,
+            registry=crash_registry(),
+            workflow_id=workflow_id,
+            retry_initial_interval_s=0.2,
+        )
+        _, result = await kill_and_replace(
+            spawn, first, handle, log, wait_for_kill_point(handle, log, "m[3]")
+        )
+    assert [r["value"] for r in result.returned["m"]["results"]] == [10, 11, 12, 13, 14, 15]
+    entries = read_log(log)
+    for index in range(6):
+        item = f"m[{index}]"
+        starts = [e for e in entries if e["step"] == item and e["event"] == "start"]
+        dones = [e for e in entries if e["step"] == item and e["event"] == "done"]
+        assert len(dones) == 1, f"{item} ran {len(dones)} times: {entries}"
+        assert len(starts) == (2 if index == 3 else 1), f"{item}: {starts}"
