@@ -105,7 +105,9 @@ async def tenth(n: int) -> dict[str, Any]:
     return {"n": n}
 
 
-REGISTRY = ToolRegistry([tick, slow, slow_sum, numbers, tenth])
+REGISTRY = ToolRegistry()
+for _tool in (tick, slow, slow_sum, numbers, tenth):
+    REGISTRY.add(_tool, allow_local=True)  # the "local" mode asks for local steps
 TARGET_MAP_RATIO = 1.5
 MAP_ITEM_S = 0.1
 MAP_ITEMS = 100
