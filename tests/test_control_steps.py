@@ -264,7 +264,7 @@ def loop(**fields: Any) -> dict[str, Any]:
                 args={"concurrency": 99, "do": {"tool": "square", "bind": {"x": "item"}}},
             ),
             "args.concurrency",
-            "from 1 to 8",
+            "from 1 to 16",
         ),
         (
             loop(

@@ -334,3 +334,46 @@ async def test_a_4000_step_plan_is_rejected_in_workflow_code_without_a_deadlock(
         e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
     ]
     assert failed_tasks == []
+
+
+async def test_a_wide_map_of_large_arguments_is_paced_too(
+    client: Client, task_queue: str, worker: Worker
+) -> None:
+    plan = {
+        "steps": [
+            {"id": "doc", "tool": "text", "args": {"kib": 200}},
+            {
+                "id": "fan",
+                "tool": "map",
+                "args": {
+                    "over": list(range(16)),
+                    "concurrency": 16,
+                    "do": {"tool": "echo", "bind": {"value": "$length(steps.doc.text) + item"}},
+                },
+            },
+            {
+                "id": "big",
+                "tool": "map",
+                "args": {
+                    "over": list(range(16)),
+                    "concurrency": 16,
+                    "do": {"tool": "echo", "bind": {"value": "steps.doc.text"}},
+                },
+            },
+        ],
+        "returns": ["fan"],
+    }
+    handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+    result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    assert result.outcome("big").status == "ok"
+    assert result.returned["fan"]["results"][3] == 200 * 1024 + 3
+    history = await handle.handle.fetch_history()
+    per_task: list[int] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            per_task.append(0)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
+            event.activity_task_scheduled_event_attributes.activity_id.startswith("big[")
+        ):
+            per_task[-1] += 1
+    assert sum(per_task) == 16 and max(per_task) <= 5, per_task

@@ -29,10 +29,9 @@ LOOPS = frozenset({MAP, REDUCE})
 CONTROL = frozenset({MAP, REDUCE, EXIT})
 
 DEFAULT_CONCURRENCY = 4
-MAX_CONCURRENCY = 8
-"""Items of one map running at once: each is an activity (or an agent loop). Eight
-items of at most 256 KiB of arguments each, started in one workflow task, stay
-under the server's 4 MiB message limit beside the plan's own 1 MiB per task."""
+MAX_CONCURRENCY = 16
+"""Items of one map running at once: each is an activity (or an agent loop). Their
+arguments are paced like steps' (at most ``max_task_bytes`` per workflow task)."""
 
 MAX_ITEMS = 1_000
 """Items one map or reduce may run. Each item costs about six history events in the

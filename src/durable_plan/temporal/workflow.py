@@ -75,6 +75,7 @@ class PlanWorkflow:
         self._desk = ApprovalDesk(())
         self._owner_rules = True
         self._loops: dict[str, ItemRun] = {}
+        self._task_bytes = _TaskBytes(0)
         self._hooks = HookAsker()
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
 
@@ -158,10 +159,9 @@ class PlanWorkflow:
         order = {sid: n for n, sid in enumerate(checked.steps)}
         tasks: dict[asyncio.Task[Outcome], StepCall] = {}
         held: list[StepCall] = []  # handed out, waiting for room in a workflow task
-        sent = 0  # bytes of arguments scheduled in the current workflow task
+        self._task_bytes = _TaskBytes(request.max_task_bytes)
 
         def start(calls: list[StepCall]) -> None:
-            nonlocal sent
             held.extend(calls)
             while held:
                 call = held[0]
@@ -170,12 +170,12 @@ class PlanWorkflow:
                     held.pop(0)
                     run.record_failure(call.step_id, _args_too_large(call, size, request))
                     continue
-                if sent and sent + size > request.max_task_bytes:
+                if not self._task_bytes.room(size, self._server_events):
                     return  # the rest go out in a later workflow task
                 if len(tasks) >= MAX_PENDING_ACTIVITIES:
                     return  # the server allows 2,000 pending activities per workflow
                 # Every running step may still add a full result to history.
-                growth = sent + size + (len(tasks) + 1) * request.max_result_bytes
+                growth = self._task_bytes.sent + size + (len(tasks) + 1) * request.max_result_bytes
                 if _history_near_limit(growth, request.max_history_bytes):
                     if tasks:
                         return  # wait for running steps; their results count first
@@ -183,7 +183,7 @@ class PlanWorkflow:
                     run.record_failure(call.step_id, _history_full_message())
                     continue
                 held.pop(0)
-                sent += size
+                self._task_bytes.spend(size)
                 tasks[asyncio.create_task(self._run_step(call, request))] = call
 
         pacer: asyncio.Task[None] | None = None
@@ -192,14 +192,9 @@ class PlanWorkflow:
             while tasks or held:
                 waiting: list[asyncio.Task[Any]] = list(tasks)
                 if held:
-                    # Nothing else may end soon: a 1 ms timer opens the next workflow task.
-                    if pacer is None or pacer.done():
-                        pacer = asyncio.create_task(workflow.sleep(0.001))
+                    pacer = self._pacer(pacer)
                     waiting.append(pacer)
-                events = self._server_events
                 done, _ = await workflow.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                if self._server_events != events or any(t not in tasks for t in done):
-                    sent = 0  # a server event arrived: this is a new workflow task
                 for task in sorted(
                     (t for t in done if t in tasks), key=lambda t: order[tasks[t].step_id]
                 ):
@@ -223,6 +218,17 @@ class PlanWorkflow:
             if pacer is not None:
                 pacer.cancel()
         return _bounded_payload(run, request)
+
+    def _pacer(self, pacer: asyncio.Task[None] | None) -> asyncio.Task[None]:
+        """A 1 ms timer that opens the next workflow task when calls are held back."""
+        if pacer is not None and not pacer.done():
+            return pacer
+
+        async def tick() -> None:
+            await workflow.sleep(0.001)
+            self._server_events += 1
+
+        return asyncio.create_task(tick())
 
     async def _run_step(self, call: StepCall, request: PlanInput) -> Outcome:
         """One step: the agent's before-hooks, a person's approval if the tool is gated,
@@ -258,20 +264,37 @@ class PlanWorkflow:
             return False, str(exc), 0.0, 0
         self._loops[call.step_id] = items
         running: dict[asyncio.Task[Outcome], StepCall] = {}
+        held: list[StepCall] = []
 
         def start() -> None:
-            for item in items.next_calls():
+            held.extend(items.next_calls())
+            while held:
+                item = held[0]
                 size = _json_size(item.args)
                 if size > request.max_result_bytes:
+                    held.pop(0)
                     items.record(item, False, _args_too_large(item, size, request))
                     continue
+                if not self._task_bytes.room(size, self._server_events):
+                    return  # under the message limit: the rest in a later workflow task
+                held.pop(0)
+                self._task_bytes.spend(size)
                 running[asyncio.create_task(self._run_step(item, request))] = item
 
+        pacer: asyncio.Task[None] | None = None
         try:
             start()
-            while running:
-                done, _ = await workflow.wait(list(running), return_when=asyncio.FIRST_COMPLETED)
-                for task in sorted(done, key=lambda t: _item_index(running[t].step_id)):
+            while running or held:
+                waiting: list[asyncio.Task[Any]] = list(running)
+                if held:
+                    pacer = self._pacer(pacer)
+                    waiting.append(pacer)
+                done, _ = await workflow.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                finished = sorted(
+                    (t for t in done if t in running),
+                    key=lambda t: _item_index(running[t].step_id),
+                )
+                for task in finished:
                     ok, value = task.result()[:2]
                     items.record(running.pop(task), ok, value)
                 start()
@@ -279,6 +302,9 @@ class PlanWorkflow:
             for task in running:
                 task.cancel()
             raise
+        finally:
+            if pacer is not None:
+                pacer.cancel()
         ok, value = items.result()
         return ok, value, _ms(started), 1
 
@@ -390,6 +416,29 @@ class PlanWorkflow:
             return None
         reason = f": {decision.reason}" if decision.reason else ""
         return f"rejected by a person{reason}"
+
+
+class _TaskBytes:
+    """Bytes of arguments scheduled in the current workflow task (steps and map items).
+
+    A workflow task's commands travel in one gRPC message (4 MiB at most), so
+    starts are held back once ``limit`` is reached. A new workflow task begins
+    whenever a server event (an activity or child result, a hook reply, the
+    pacing timer) arrives, which ``events`` counts.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.sent = 0
+        self._mark = -1
+
+    def room(self, size: int, events: int) -> bool:
+        if events != self._mark:
+            self._mark, self.sent = events, 0
+        return not self.sent or self.sent + size <= self.limit
+
+    def spend(self, size: int) -> None:
+        self.sent += size
 
 
 @dataclass(frozen=True)
