@@ -401,3 +401,22 @@ async def test_a_500_item_durable_map_stays_within_history_limits(
     assert squares["count"] == 500 and squares["failed"] == 0
     assert squares["results"][499] == {"x": 499, "sq": 499 * 499}
     assert len(history.events) < 40_000
+
+
+async def test_progress_shows_a_running_maps_items(agent_client: Client, task_queue: str) -> None:
+    async with plan_worker(agent_client, task_queue=task_queue, registry=REGISTRY):
+        handle = await start_plan(
+            agent_client,
+            map_plan(8, concurrency=2, delay=0.3),
+            task_queue=task_queue,
+            registry=REGISTRY,
+        )
+        seen: dict[str, Any] = {}
+        for _ in range(100):
+            lines = {line["id"]: line for line in await handle.progress()}
+            if lines["squares"].get("items", {}).get("done", 0) >= 2:
+                seen = lines["squares"]["items"]
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(handle.result(), 60)
+    assert seen["items"] == 8 and seen["running"] <= 2 and seen["failed"] == 0
