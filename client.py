@@ -3,7 +3,7 @@
 python client.py --demo               # offline: starts its own dev server and worker
 python client.py                      # against `durable-plan dev` + `python worker.py`
 python client.py --live               # a real Bedrock model writes the plans
-python client.py --round              # the combat round (three maps over the action log) instead of one attack
+python client.py --round              # the combat round (three maps over the action log)
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="own dev server + worker, offline")
     parser.add_argument("--live", action="store_true", help="use the Bedrock model")
-    parser.add_argument("--round", action="store_true", help="the combat round: three maps over the action log")
+    parser.add_argument("--round", action="store_true", help="the combat round (three maps)")
     parser.add_argument("--prompt", help="your own prompt (needs --live)")
     parser.add_argument("--prose", action="store_true", help="honor_final=False: prose answer")
     parser.add_argument(

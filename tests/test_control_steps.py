@@ -420,3 +420,15 @@ async def test_progress_shows_a_running_maps_items(agent_client: Client, task_qu
             await asyncio.sleep(0.05)
         await asyncio.wait_for(handle.result(), 60)
     assert seen["items"] == 8 and seen["running"] <= 2 and seen["failed"] == 0
+
+
+async def test_durable_fail_fast_continue_and_when(agent_client: Client, task_queue: str) -> None:
+    result, _ = await run_durable(agent_client, task_queue, map_plan(20, concurrency=2, fail_on=13))
+    assert (result.outcome("squares").error or "").startswith("item 13 failed: ValueError")
+    kept = map_plan(20, fail_on=13, on_error="continue")
+    kept["steps"][1]["args"]["do"]["when"] = "item != 2"
+    result, _ = await run_durable(agent_client, task_queue, kept)
+    squares = result.returned["squares"]
+    assert squares["failed"] == 1 and squares["not_taken"] == 1
+    assert squares["results"][13] == {"error": "ValueError: 13 is unlucky"}
+    assert squares["results"][2] == {"not_taken": "when was false"}
