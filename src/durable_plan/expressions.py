@@ -22,6 +22,7 @@ quadratic time (``$distinct``) are guarded or replaced.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -379,6 +380,12 @@ class _Meter:
             "join": _Guarded(natives.lookup("join"), _then_proceed(self._guard_join)),
             "string": _Guarded(natives.lookup("string"), _then_proceed(self._guard_string)),
             "replace": _Guarded(natives.lookup("replace"), _then_proceed(self._guard_replace)),
+            "match": _Guarded(
+                natives.lookup("match"), _then_proceed(lambda a: self._guard_matches(a, "$match"))
+            ),
+            "split": _Guarded(
+                natives.lookup("split"), _then_proceed(lambda a: self._guard_matches(a, "$split"))
+            ),
             "distinct": _Guarded(
                 natives.lookup("distinct"), lambda a: _distinct(a[0] if a else None)
             ),
@@ -415,24 +422,36 @@ class _Meter:
                 return  # not JSON (a function inside): jsonata reports it its own way
 
     def _guard_replace(self, args: Sequence[Any]) -> None:
-        if len(args) < 3 or not isinstance(args[0], str) or not isinstance(args[2], str):
+        count = self._guard_matches(args, "$replace")
+        if len(args) < 3 or not isinstance(args[2], str) or not isinstance(args[0], str):
             return
-        text, pattern, replacement = args[0], args[1], args[2]
-        if isinstance(pattern, str):
-            count = text.count(pattern) if pattern else 0
-        elif hasattr(pattern, "finditer"):
-            count = sum(1 for _ in pattern.finditer(text))
-        else:
-            return
-        if len(text) + count * len(replacement) > self.limits.max_string:
+        if len(args[0]) + count * len(args[2]) > self.limits.max_string:
             self.fail(f"$replace would build over the limit of {self.limits.max_string} characters")
+
+    def _guard_matches(self, args: Sequence[Any], name: str) -> int:
+        """Regex functions do Python work per match: count them (at most the array
+        limit, on RE2 or ``str.count``), refuse too many, and charge the rest."""
+        if len(args) < 2 or not isinstance(args[0], str):
+            return 0
+        text, pattern = args[0], args[1]
+        limit = self.limits.max_array
+        if isinstance(pattern, str):
+            count = text.count(pattern) if pattern else len(text) + 1
+        elif hasattr(pattern, "finditer"):
+            count = sum(1 for _ in itertools.islice(pattern.finditer(text), limit + 1))
+        else:
+            return 0
+        if count > limit:
+            self.fail(f"{name} would find over the limit of {limit} matches")
+        self.charge(count)
+        return count
 
 
 _PROCEED = object()
 """What a guard returns to let the native run (anything else is the call's result)."""
 
 
-def _then_proceed(check: Callable[[Sequence[Any]], None]) -> Callable[[Sequence[Any]], Any]:
+def _then_proceed(check: Callable[[Sequence[Any]], Any]) -> Callable[[Sequence[Any]], Any]:
     """A guard from a check that only refuses (by raising)."""
 
     def guard(args: Sequence[Any]) -> Any:
