@@ -46,6 +46,8 @@ from durable_plan.limits import (
 )
 
 ALWAYS_FORBIDDEN = frozenset({"eval"})
+MAX_REGEX_CHARS = 1_000
+MAX_REGEX_GROUPS = 32
 LOOP_VARIABLES = ("item", "index", "accumulator")
 """Inside a map or reduce body these are fields of the scope (``item.name``) and
 variables too (``$index``, for use inside a filter: ``steps.a.results[$index]``)."""
@@ -297,14 +299,26 @@ def _re2_engine(pattern: str, flags: RegexFlags) -> Any:
     prefix = ("i" if flags.case_insensitive else "") + ("m" if flags.multiline else "")
     options = re2.Options()
     options.log_errors = False  # the error is reported to the model, not to stderr
+    if len(pattern) > MAX_REGEX_CHARS:
+        raise _RegexRefused(
+            f"regex /{pattern[:40]}.../ is {len(pattern)} characters; the limit is "
+            f"{MAX_REGEX_CHARS}"
+        )
     try:
-        return re2.compile(f"(?{prefix}){pattern}" if prefix else pattern, options)
+        compiled = re2.compile(f"(?{prefix}){pattern}" if prefix else pattern, options)
     except re2.error as exc:
         reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
         raise _RegexRefused(
             f"regex /{pattern}/ cannot be used ({reason}); plans run regexes on RE2, which has "
             "no backreferences or lookaround"
         ) from None
+    if compiled.groups > MAX_REGEX_GROUPS:
+        # RE2 stays linear, but each capture group multiplies the work per character.
+        raise _RegexRefused(
+            f"regex /{pattern[:40]}/ has {compiled.groups} capture groups; the limit is "
+            f"{MAX_REGEX_GROUPS} (use (?:...) for groups you do not need)"
+        )
+    return compiled
 
 
 def _refuse(name: str, reason: str) -> Any:
@@ -363,7 +377,9 @@ class _Meter:
                 self.fail(
                     f"the expression built {kind} of {len(value)} {unit}, over the limit of {limit}"
                 )
-            self.charge(len(value) // 64)  # building a value costs in proportion to its size
+            # Building a value costs in proportion to its size; array items are often
+            # built natively one by one ($zip, $map results), characters in bulk.
+            self.charge(len(value) // (64 if string else 2))
         elif isinstance(value, int) and not isinstance(value, bool):
             if value.bit_length() > MAX_INT_BITS:
                 self.fail(f"the expression computed an integer over the {MAX_INT_BITS}-bit limit")
@@ -443,7 +459,8 @@ class _Meter:
             return 0
         if count > limit:
             self.fail(f"{name} would find over the limit of {limit} matches")
-        self.charge(count)
+        groups = getattr(pattern, "groups", 0)
+        self.charge(count * (1 + (groups if isinstance(groups, int) else 0)))
         return count
 
 
