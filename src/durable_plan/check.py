@@ -54,9 +54,14 @@ from durable_plan.limits import (
     ValueTooLarge,
     error_path,
     plain_json,
+    truncate_text,
 )
 from durable_plan.options import ToolOptions
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, Step, plan_field_names
+
+
+MAX_PROBLEMS = 100
+"""A rejection lists every problem, up to this many (a model fixes them in one pass)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +178,19 @@ class _Checker:
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
         if self._prefix:
             fld = f"{self._prefix}.{fld}" if fld else self._prefix
-        self.problems.append(Problem(code, message, fix, step, fld))
+        # A problem may echo what the model sent (a field name, a value): keep it short.
+        cut = truncate_text
+        self.problems.append(
+            Problem(
+                code,
+                cut(message, 600),
+                cut(fix, 600),
+                cut(step, 80) if step else step,
+                cut(fld, 120) if fld else fld,
+            )
+        )
+        if len(self.problems) > MAX_PROBLEMS:
+            del self.problems[MAX_PROBLEMS:]
 
     @contextlib.contextmanager
     def _within(self, prefix: str) -> Iterator[None]:
