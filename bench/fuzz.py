@@ -48,6 +48,7 @@ from tests.test_fuzz import (
     describe,
     evaluate_case,
     limit_memory,
+    signal_name,
     timed,
 )
 
@@ -68,8 +69,12 @@ def worker_main(conn: Connection, memory_mib: int, families: tuple[str, ...] | N
         if task is None:
             return
         seed, index = task
-        outcome = timed(evaluate_case, case_for_seed(seed, index, families))
-        conn.send((index, outcome))
+        try:
+            case = case_for_seed(seed, index, families)
+        except Exception as exc:  # a bug in the generators: reported, never a dead worker
+            conn.send((index, Outcome("failed", "generator", f"{type(exc).__name__}: {exc}")))
+            continue
+        conn.send((index, timed(evaluate_case, case)))
 
 
 @dataclass
@@ -110,7 +115,7 @@ def exit_outcome(exitcode: int | None, seconds: float) -> Outcome:
     """The failure of a worker that died without answering."""
     if exitcode is not None and exitcode < 0:
         number = -exitcode
-        name = signal.Signals(number).name if number in signal.Signals else str(number)
+        name = signal_name(number)
         kind = "memory" if number in (signal.SIGKILL, signal.SIGABRT, signal.SIGSEGV) else "crash"
         detail = f"the worker died of {name} (memory limit, stack overflow or a crash)"
         return Outcome("failed", kind, detail, seconds)
@@ -183,6 +188,13 @@ def run_cases(
     return results
 
 
+def safe_case(seed: int, index: int, families: tuple[str, ...] | None) -> FuzzCase | None:
+    try:
+        return case_for_seed(seed, index, families)
+    except Exception:
+        return None
+
+
 def percentile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     if not ordered:
@@ -226,10 +238,10 @@ def report(
     print(f"{'largest output':<24}{largest:>8} chars (a rejection's text or a result's JSON)")
     print(f"{'wall clock':<24}{wall_s:>8.1f} s")
 
-    by_family: dict[str, list[tuple[FuzzCase, Outcome]]] = defaultdict(list)
+    by_family: dict[str, list[tuple[FuzzCase | None, Outcome]]] = defaultdict(list)
     for index, outcome in results.items():
-        case = case_for_seed(seed, index, families)
-        by_family[case.family].append((case, outcome))
+        case = safe_case(seed, index, families)
+        by_family[case.family if case else "(generator bug)"].append((case, outcome))
     print()
     print(f"{'family':<22}{'cases':>7}{'checked':>9}{'rejected':>10}{'failed':>8}{'max s':>8}")
     for family in sorted(by_family):
@@ -256,14 +268,16 @@ def report(
         )
         for index in sorted(shown):
             outcome = failed[index]
-            case = case_for_seed(seed, index, families)
-            print(
-                f"- case {index} [{case.family}, durable={case.durable}, "
-                f"catalog={case.with_catalog}, max_steps={case.max_steps}] "
-                f"{outcome.failure} after {outcome.seconds:.2f} s"
+            case = safe_case(seed, index, families)
+            where = (
+                f"{case.family}, durable={case.durable}, catalog={case.with_catalog}, "
+                f"max_steps={case.max_steps}"
+                if case
+                else "generator bug"
             )
+            print(f"- case {index} [{where}] {outcome.failure} after {outcome.seconds:.2f} s")
             print(f"    error: {outcome.detail[:500]}")
-            print(f"    input: {describe(case.raw, 400)}")
+            print(f"    input: {describe(case.raw, 400) if case else '-'}")
             print(f"    again: python -m bench.fuzz --seed {seed} --only {index}")
     return len(failed)
 

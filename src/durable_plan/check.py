@@ -59,7 +59,6 @@ from durable_plan.limits import (
 from durable_plan.options import ToolOptions
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, Step, plan_field_names
 
-
 MAX_PROBLEMS = 100
 """A rejection lists every problem, up to this many (a model fixes them in one pass)."""
 
