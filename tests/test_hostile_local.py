@@ -184,3 +184,33 @@ async def test_the_steps_scope_follows_plan_order() -> None:
     )
     result = await execute_plan({"steps": steps}, invoker)
     assert result.returned["keys"] == {"keys": ids, "first": "zeta"}
+
+
+async def test_a_tool_raising_cancelled_error_fails_its_step() -> None:
+    async def invoke(name: str, args: dict[str, Any]) -> Any:
+        if name == "inner":
+            raise asyncio.CancelledError()
+        return args
+
+    plan = {
+        "steps": [{"id": "a", "tool": "inner"}, {"id": "b", "tool": "echo"}],
+        "on_error": "continue",
+    }
+    result = await execute_plan(plan, invoke)
+    assert result.outcome("a").status == "failed"
+    assert "CancelledError" in (result.outcome("a").error or "")
+    assert result.outcome("b").status == "ok"
+
+
+async def test_cancelling_the_plan_still_cancels_it() -> None:
+    started = asyncio.Event()
+
+    async def invoke(name: str, args: dict[str, Any]) -> Any:
+        started.set()
+        await asyncio.sleep(30)
+
+    task = asyncio.create_task(execute_plan({"steps": [{"id": "a", "tool": "slow"}]}, invoke))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -691,23 +691,9 @@ class _Checker:
                 continue
 
     def _check_expressions(self, step: Step, ids: set[str]) -> _Parsed:
-        bind: dict[str, Expression] = {}
-        when: Expression | None = None
         deps: set[str] = set()
         dynamic_fields: list[str] = []
-        for fld, source in expressions.iter_sources(step.bind, step.when):
-            if not self._admit_expression(step, fld, source):
-                continue
-            try:
-                expr = expressions.parse(source)
-            except ExpressionSyntaxError as exc:
-                self._syntax(step, fld, source, exc)
-                continue
-            self._analyse(step, fld, expr, ids, deps, dynamic_fields)
-            if fld == "when":
-                when = expr
-            else:
-                bind[fld.removeprefix("bind.")] = expr
+        bind, when = self._parse_bind_when(step, step, "", ids, deps, dynamic_fields, ())
         templates = self._check_templates(step, ids, deps, dynamic_fields)
         body = self._check_body_expressions(step, ids, deps, dynamic_fields)
         for ref in step.after:
@@ -740,6 +726,35 @@ class _Checker:
             )
         return bind, when, deps, templates, body
 
+    def _parse_bind_when(
+        self,
+        step: Step,
+        source_of: Step,
+        prefix: str,
+        ids: set[str],
+        deps: set[str],
+        dynamic_fields: list[str],
+        allowed: tuple[str, ...],
+    ) -> tuple[dict[str, Expression], Expression | None]:
+        """Parse and analyse ``source_of``'s bind and when (a step's, or a map body's)."""
+        bind: dict[str, Expression] = {}
+        when: Expression | None = None
+        for fld, source in expressions.iter_sources(source_of.bind, source_of.when):
+            full = prefix + fld
+            if not self._admit_expression(step, full, source):
+                continue
+            try:
+                expr = expressions.parse(source)
+            except ExpressionSyntaxError as exc:
+                self._syntax(step, full, source, exc)
+                continue
+            self._analyse(step, full, expr, ids, deps, dynamic_fields, allowed)
+            if fld == "when":
+                when = expr
+            else:
+                bind[fld.removeprefix("bind.")] = expr
+        return bind, when
+
     def _syntax(self, step: Step, fld: str, source: str, exc: Exception) -> None:
         self.add(
             "syntax",
@@ -768,22 +783,9 @@ class _Checker:
         if body is None:
             return None
         allowed = BODY_NAMES[step.tool]
-        bind: dict[str, Expression] = {}
-        when: Expression | None = None
-        for fld, source in expressions.iter_sources(body.bind, body.when):
-            full = f"args.do.{fld}"
-            if not self._admit_expression(step, full, source):
-                continue
-            try:
-                expr = expressions.parse(source)
-            except ExpressionSyntaxError as exc:
-                self._syntax(step, full, source, exc)
-                continue
-            self._analyse(step, full, expr, ids, deps, dynamic_fields, allowed)
-            if fld == "when":
-                when = expr
-            else:
-                bind[fld.removeprefix("bind.")] = expr
+        bind, when = self._parse_bind_when(
+            step, body, "args.do.", ids, deps, dynamic_fields, allowed
+        )
         templates = self._check_templates(body, ids, deps, dynamic_fields, "args.do.", allowed)
         return CheckedBody(
             tool=body.tool,

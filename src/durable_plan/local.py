@@ -157,6 +157,12 @@ async def _invoke(
             return False, f"timed out after {timeout:g} s", _ms_since(started)
         # The tool's own TimeoutError (a socket, a client): an ordinary failure.
         return False, describe_exception(exc), _ms_since(started)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the plan itself is being cancelled
+        # The tool raised CancelledError on its own (a cancelled inner call): a failure.
+        return False, "the tool was cancelled (CancelledError)", _ms_since(started)
     except Exception as exc:
         return False, describe_exception(exc), _ms_since(started)
 
