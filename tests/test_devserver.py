@@ -132,6 +132,27 @@ async def test_workflow_survives_server_restart(
             assert await handle.result() == 10
 
 
+async def test_a_server_restarts_at_once_on_the_same_port_and_db(
+    tmp_path: Path, task_queue: str, workflow_id: str
+) -> None:
+    db = tmp_path / "state.db"
+    port = free_port()
+    with DevServer(headless=True, db_filename=db, port=port) as first:
+        client = await first.connect()
+        await client.start_workflow(DoubleWorkflow.run, 6, id=workflow_id, task_queue=task_queue)
+        # A connection the stopping server closes first leaves its port in TIME_WAIT.
+        peer = socket.create_connection(("127.0.0.1", port))
+    peer.close()
+    with DevServer(headless=True, db_filename=db, port=port) as second:
+        assert second.target.endswith(f":{port}")
+        client = await second.connect()
+        handle = client.get_workflow_handle(workflow_id)
+        async with running_worker(
+            client, task_queue=task_queue, workflows=[DoubleWorkflow], activities=[double]
+        ):
+            assert await handle.result() == 12
+
+
 # --- `durable-plan dev` in the foreground ---------------------------------------------------
 
 

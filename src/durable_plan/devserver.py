@@ -147,7 +147,14 @@ def free_port() -> int:
 
 
 def _port_in_use(port: int) -> bool:
+    """True when something listens on ``port``.
+
+    SO_REUSEADDR, as the ``temporal`` binary itself binds: without it, a port a
+    stopped server left in TIME_WAIT looks busy for about a minute, although a
+    restarted server could take it at once.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
