@@ -66,11 +66,13 @@ def crash_combine(values: list[int], sleep_s: float = STEP_SLEEP_S) -> dict[str,
     return {"value": sum(values)}
 
 
-def crash_registry() -> ToolRegistry:
+def crash_registry(retries: int | None = None) -> ToolRegistry:
     """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
     registry = ToolRegistry()
     for fn in (crash_work, crash_combine):
-        registry.add(fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
+        registry.add(
+            fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, retries=retries
+        )
     return registry
 
 

@@ -359,3 +359,48 @@ async def test_kill_worker_mid_map_reruns_no_finished_item(
         dones = [e for e in entries if e["step"] == item and e["event"] == "done"]
         assert len(dones) == 1, f"{item} ran {len(dones)} times: {entries}"
         assert len(starts) == (2 if index == 3 else 1), f"{item}: {starts}"
+
+
+# -- the retry budget: a lost worker does not spend it -------------------------------------------
+
+
+async def wait_for_attempt(log: Path, step: str, attempt: int) -> None:
+    """Until ``step``'s attempt ``attempt`` has started and not finished."""
+    deadline = time.monotonic() + KILL_POINT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        entries = [e for e in read_log(log) if e["step"] == step]
+        started = any(e["event"] == "start" and e["attempt"] == attempt for e in entries)
+        done = any(e["event"] == "done" for e in entries)
+        if started and not done:
+            return
+        await asyncio.sleep(0.02)
+    pytest.fail(f"attempt {attempt} of {step} never ran; log: {read_log(log)}")
+
+
+async def test_a_step_interrupted_by_three_kills_still_succeeds_with_no_retries(
+    client: Client, temporal_target: str, task_queue: str, workflow_id: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "side-effects.jsonl"
+    plan = {"steps": [{"id": "a", "tool": "crash_work", "args": {"value": 1}}]}
+    async with worker_processes(temporal_target, task_queue, log, tmp_path) as spawn:
+        worker = await spawn()
+        handle = await start_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=crash_registry(retries=0),  # the owner allows no retry at all
+            workflow_id=workflow_id,
+            retry_initial_interval_s=0.2,
+        )
+        for attempt in (1, 2, 3):
+            loading = asyncio.create_task(spawn(hold=True))
+            await wait_for_attempt(log, "a", attempt)
+            worker.kill()
+            await worker.proc.wait()
+            worker = await loading
+            await worker.release()
+        result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    assert result.outcome("a").status == "ok"
+    assert result.outcome("a").attempts == 4
+    dones = [e for e in read_log(log) if e["event"] == "done"]
+    assert len(dones) == 1 and dones[0]["attempt"] == 4

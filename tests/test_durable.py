@@ -450,3 +450,29 @@ async def test_existing_activity_runs_as_a_step(client: Client, task_queue: str)
     async with plan_worker(client, task_queue=task_queue, registry=registry):
         result = await run_plan(client, plan, task_queue=task_queue, registry=registry)
     assert result.returned["l"] == {"key": "colour", "value": "red"}
+
+
+FAILURES: list[int] = []
+
+
+async def always_fails(n: int) -> None:
+    """Fail every time (counting the calls)."""
+    FAILURES.append(n)
+    raise RuntimeError(f"failure {len(FAILURES)}")
+
+
+async def test_the_tools_own_failures_spend_exactly_its_retries(
+    client: Client, task_queue: str
+) -> None:
+    registry = ToolRegistry()
+    registry.add(always_fails, retries=2)
+    FAILURES.clear()
+    plan = {"steps": [{"id": "f", "tool": "always_fails", "args": {"n": 1}}]}
+    async with plan_worker(client, task_queue=task_queue, registry=registry):
+        result = await run_plan(
+            client, plan, task_queue=task_queue, registry=registry, retry_initial_interval_s=0.05
+        )
+    outcome = result.outcome("f")
+    assert outcome.status == "failed" and outcome.attempts == 3
+    assert len(FAILURES) == 3, "interruption allowance is not spent by the tool's own failures"
+    assert outcome.error == "RuntimeError: failure 3"

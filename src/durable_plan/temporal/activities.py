@@ -60,6 +60,8 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
         info = activity.info()
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
+        failed_before = _failures_recorded(info.heartbeat_details)
+        record = {"failures": failed_before}
 
         def failure(message: str, kind: str, *, retryable: bool, **extra: Any) -> ApplicationError:
             # Our details come first; error texts are cut so history stays small.
@@ -73,9 +75,27 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
                 **extra,
             )
 
+        def retryable_failure(message: str, kind: str, **extra: Any) -> ApplicationError:
+            """A failure of the tool's own: it spends the step's retry budget (recorded in
+            the heartbeat details the next attempt reads), and ends the step once spent."""
+            if request.retries is None:
+                return failure(message, kind, retryable=True, **extra)
+            record["failures"] = failed_before + 1
+            activity.heartbeat(record)
+            spent = record["failures"] > request.retries
+            return failure(message, kind, retryable=not spent, **extra)
+
+        own_timeout = _own_timeout(info.start_to_close_timeout, request.retries)
+        deadline = asyncio.timeout(own_timeout)
         try:
-            async with _heartbeating(info.heartbeat_timeout):
+            async with _heartbeating(info.heartbeat_timeout, record), deadline:
                 raw = await tool.invoke(request.args, {"agent": _NoAgent()})
+        except TimeoutError as exc:
+            if own_timeout is not None and deadline.expired():
+                step_timeout = info.start_to_close_timeout
+                limit = step_timeout.total_seconds() if step_timeout else own_timeout
+                raise retryable_failure(f"timed out after {limit:g} s", "Timeout") from None
+            raise retryable_failure(describe_exception(exc), type(exc).__name__) from exc
         except ToolArgumentError as exc:
             raise failure(str(exc), "BadArgument", retryable=False) from None
         except InterruptException:
@@ -83,15 +103,13 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
             raise failure(interrupt_message(tool.name), "Interrupted", retryable=False) from None
         except ApplicationError as exc:
             # The tool's own decision (type, retryable, delay) stands; its details follow ours.
-            raise failure(
-                exc.message,
-                exc.type or "ApplicationError",
-                retryable=not exc.non_retryable,
-                details=exc.details,
-                next_retry_delay=exc.next_retry_delay,
-            ) from exc
+            extra = {"details": exc.details, "next_retry_delay": exc.next_retry_delay}
+            kind = exc.type or "ApplicationError"
+            if exc.non_retryable:
+                raise failure(exc.message, kind, retryable=False, **extra) from exc
+            raise retryable_failure(exc.message, kind, **extra) from exc
         except Exception as exc:
-            raise failure(describe_exception(exc), type(exc).__name__, retryable=True) from exc
+            raise retryable_failure(describe_exception(exc), type(exc).__name__) from exc
         finally:
             _CURRENT.reset(token)
         try:
@@ -133,9 +151,31 @@ def registry_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:
     return [t.target if t.kind == "activity" else tool_activity(t) for t in registry]
 
 
+def _failures_recorded(details: Any) -> int:
+    """How many earlier attempts failed on their own (attempts a lost worker cut short
+    left no record), from the heartbeat details the last attempt sent."""
+    for item in details or ():
+        if isinstance(item, dict) and isinstance(item.get("failures"), int):
+            return int(item["failures"])
+    return 0
+
+
+def _own_timeout(start_to_close: Any, retries: int | None) -> float | None:
+    """The wrapper times the tool itself, just inside Temporal's start-to-close timeout,
+    so a hung tool is a failure of its own (it spends a retry), unlike a lost worker."""
+    if retries is None or not start_to_close:
+        return None
+    seconds = float(start_to_close.total_seconds())
+    return max(seconds * 0.9, seconds - 1.0)
+
+
 @contextlib.asynccontextmanager
-async def _heartbeating(timeout: Any) -> AsyncIterator[None]:
-    """Heartbeat while the tool runs, so a crashed worker is noticed within the timeout."""
+async def _heartbeating(timeout: Any, record: dict[str, int]) -> AsyncIterator[None]:
+    """Heartbeat while the tool runs, so a crashed worker is noticed within the timeout.
+
+    Each heartbeat carries ``record`` (the failures so far), which Temporal hands
+    to the next attempt.
+    """
     if not timeout:
         yield
         return
@@ -143,7 +183,7 @@ async def _heartbeating(timeout: Any) -> AsyncIterator[None]:
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            activity.heartbeat(record)
             await asyncio.sleep(interval)
 
     task = asyncio.create_task(beat())

@@ -19,6 +19,10 @@ DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
 DEFAULT_MAX_TASK_BYTES = 1024 * 1024
 """Arguments scheduled in one workflow task: the server takes at most 4 MiB per gRPC
 message, so a wide fan-out of large arguments is started over several tasks."""
+DEFAULT_MAX_INTERRUPTIONS = 5
+"""Attempts of a step that a lost worker (a crash, a kill, a lost heartbeat) may cut
+short before the step fails, on top of its ``retries``, which count the tool's own
+failures only."""
 DEFAULT_MAX_HISTORY_BYTES = 40 * 1024 * 1024
 """Temporal terminates a workflow whose history passes 50 MiB (or 51,200 events): a
 plan stops starting steps well before that, and says why."""
@@ -38,6 +42,9 @@ class StepRequest:
     step_id: str
     args: dict[str, Any]
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    retries: int | None = None
+    """The step's retry budget for the tool's own failures; attempts a lost worker
+    interrupted do not spend it (None: every attempt counts, as Temporal counts)."""
 
 
 @dataclass
@@ -76,6 +83,7 @@ class PlanInput:
     max_returned_bytes: int = DEFAULT_MAX_RETURNED_BYTES
     max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
+    max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS
     retry_initial_interval_s: float = 0.5
     task_queue: str | None = None
     model_heartbeat_timeout_s: float = 10.0

@@ -347,7 +347,9 @@ class PlanWorkflow:
     async def _run_activity(
         self, call: StepCall, options: ToolOptions, request: PlanInput
     ) -> Outcome:
-        policy = _StepPolicy.of(call, options, owner_rules=self._owner_rules)
+        policy = _StepPolicy.of(
+            call, options, owner_rules=self._owner_rules, interruptions=request.max_interruptions
+        )
         try:
             try:
                 if options.kind == "activity":
@@ -378,7 +380,12 @@ class PlanWorkflow:
         self, call: StepCall, policy: _StepPolicy, request: PlanInput
     ) -> Outcome:
         """A registered tool, through its wrapper activity (validated, bounded JSON result)."""
-        arg = StepRequest(call.step_id, call.args, request.max_result_bytes)
+        arg = StepRequest(
+            call.step_id,
+            call.args,
+            request.max_result_bytes,
+            policy.retries if policy.interruptions else None,
+        )
         common = policy.activity_options(call, request)
         response: StepResponse
         if policy.local:
@@ -449,9 +456,14 @@ class _StepPolicy:
     retries: int
     heartbeat_timeout_s: float | None
     local: bool
+    interruptions: int = 0
+    """Extra attempts a lost worker may cut short (wrapped, regular activities only: the
+    wrapper tells the tool's own failures from them)."""
 
     @classmethod
-    def of(cls, call: StepCall, options: ToolOptions, *, owner_rules: bool) -> _StepPolicy:
+    def of(
+        cls, call: StepCall, options: ToolOptions, *, owner_rules: bool, interruptions: int = 0
+    ) -> _StepPolicy:
         timeout = call.timeout_s or options.timeout_s
         retries = options.retries if call.retries is None else call.retries
         local = options.local or call.local
@@ -462,11 +474,13 @@ class _StepPolicy:
             retries = min(retries, options.retries)
             local = options.local or (call.local and options.may_run_local)
         heartbeat = options.heartbeat_timeout_s
-        return cls(timeout, retries, heartbeat, local and options.kind != "activity")
+        local = local and options.kind != "activity"
+        spare = interruptions if owner_rules and not local and options.kind != "activity" else 0
+        return cls(timeout, retries, heartbeat, local, spare)
 
     @property
     def max_attempts(self) -> int:
-        return self.retries + 1
+        return self.retries + 1 + self.interruptions
 
     def activity_options(self, call: StepCall, request: PlanInput) -> dict[str, Any]:
         return {
