@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -92,8 +93,16 @@ async def main(argv: Sequence[str] | None = None) -> None:
         _check_live_credentials()
     client = await connect(args.target)
     worker = build_worker(client, args.task_queue)
+    # SIGTERM (a deploy, `docker stop`) drains: running steps finish, within the
+    # worker's graceful shutdown timeout, instead of waiting out their heartbeat timeout
+    # on another worker.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
     print(f"worker polling {args.task_queue!r} on {args.target}", flush=True)
-    await worker.run()
+    async with worker:
+        await stop.wait()
+    print("worker stopped", flush=True)
 
 
 if __name__ == "__main__":

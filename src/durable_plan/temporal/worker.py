@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -14,6 +15,12 @@ from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools import ToolRegistry
 
 
+STICKY_TIMEOUT = timedelta(seconds=2)
+"""How long a plan's next workflow task waits for the worker that has it cached. A lost
+worker is not noticed until then; a live but busy one replays the history elsewhere."""
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+
+
 def plan_worker(
     client: Client,
     *,
@@ -23,11 +30,24 @@ def plan_worker(
     activities: Sequence[Callable[..., Any]] = (),
     **worker_kwargs: Any,
 ) -> Worker:
-    """Register ``PlanWorkflow``, every tool of ``registry`` and any extra workflows/activities."""
+    """Register ``PlanWorkflow``, ``AgentStepWorkflow`` (agent steps), every tool of
+    ``registry`` and any extra workflows/activities. Agent steps also need the model
+    activities of ``temporalio.strands_agents.StrandsPlugin`` on the client.
+
+    Recovery defaults (any ``worker_kwargs`` overrides them): a crashed worker's
+    cached plans move to another worker after ``STICKY_TIMEOUT`` instead of the
+    SDK's 10 s, and a worker told to stop lets running steps finish for up to
+    ``GRACEFUL_SHUTDOWN`` before it goes.
+    """
+    options: dict[str, Any] = {
+        "sticky_queue_schedule_to_start_timeout": STICKY_TIMEOUT,
+        "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
+        **worker_kwargs,
+    }
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[PlanWorkflow, AgentStepWorkflow, *workflows],
         activities=[*registry_activities(registry), *activities],
-        **worker_kwargs,
+        **options,
     )

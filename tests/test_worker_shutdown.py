@@ -1,0 +1,58 @@
+"""SIGTERM drains a worker: a running step finishes there, it is not retried elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+
+from activities.game_master import GAME_TOOLS
+from durable_plan.temporal import plan_worker, start_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def test_sigterm_lets_the_running_step_finish(
+    client: Client, temporal_target: str, task_queue: str
+) -> None:
+    env = {**os.environ, "GAME_MASTER_TOOL_DELAY": "1.5", "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "worker.py"),
+        "--target",
+        temporal_target,
+        "--task-queue",
+        task_queue,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert b"worker polling" in line, line
+        plan = {"steps": [{"id": "look", "tool": "look_up_monster", "args": {"name": "ogre"}}]}
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=GAME_TOOLS)
+        for _ in range(200):  # until the step runs on the subprocess worker
+            raw = (await handle.handle.describe()).raw_description
+            if any(a.HasField("last_started_time") for a in raw.pending_activities):
+                break
+            await asyncio.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        rest = await asyncio.wait_for(proc.stdout.read(), 30)
+        assert await proc.wait() == 0
+        assert b"worker stopped" in rest
+        # The step completed before the worker left; a new worker finishes the workflow.
+        async with plan_worker(client, task_queue=task_queue, registry=GAME_TOOLS):
+            result = await asyncio.wait_for(handle.result(), 30)
+        assert result.outcome("look").status == "ok"
+        assert result.outcome("look").attempts == 1, "drained, not retried after a timeout"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
