@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
+from durable_plan.exactly_once import SQLiteEffects, exactly_once
 from durable_plan.temporal import current_step
 from durable_plan.tools import ToolRegistry
 
@@ -66,10 +69,46 @@ def crash_combine(values: list[int], sleep_s: float = STEP_SLEEP_S) -> dict[str,
     return {"value": sum(values)}
 
 
+EFFECTS_ENV = "DURABLE_PLAN_EFFECTS_DB"
+
+
+def _effects_db() -> str:
+    return os.environ.get(EFFECTS_ENV) or str(Path(os.environ[LOG_ENV]).with_suffix(".db"))
+
+
+def _refund_row(conn: sqlite3.Connection, ticket: int) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS refunds (ticket INTEGER)")
+    conn.execute("INSERT INTO refunds (ticket) VALUES (?)", (ticket,))
+
+
+def _refund_once(ticket: int, effects: sqlite3.Connection) -> dict[str, Any]:
+    _refund_row(effects, ticket)
+    return {"refunded": ticket}
+
+
+def crash_refund(ticket: int, once: bool = True) -> dict[str, Any]:
+    """Refund a ticket (a row in SQLite), then linger: a kill in that window comes after
+    the effect but before Temporal records the completion. Returns {"refunded": int}."""
+    _log("start")
+    if once:
+        result = exactly_once(SQLiteEffects(_effects_db()))(_refund_once)(ticket)
+    else:
+        conn = sqlite3.connect(_effects_db(), isolation_level=None)
+        try:
+            _refund_row(conn, ticket)
+        finally:
+            conn.close()
+        result = {"refunded": ticket}
+    _log("committed")
+    time.sleep(STEP_SLEEP_S)
+    _log("done")
+    return result
+
+
 def crash_registry(retries: int | None = None) -> ToolRegistry:
     """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
     registry = ToolRegistry()
-    for fn in (crash_work, crash_combine):
+    for fn in (crash_work, crash_combine, crash_refund):
         registry.add(
             fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, retries=retries
         )

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -404,3 +405,44 @@ async def test_a_step_interrupted_by_three_kills_still_succeeds_with_no_retries(
     assert result.outcome("a").attempts == 4
     dones = [e for e in read_log(log) if e["event"] == "done"]
     assert len(dones) == 1 and dones[0]["attempt"] == 4
+
+
+# -- exactly-once effects: a kill between the effect and the completion ---------------------
+
+
+@pytest.mark.parametrize("once", [True, False], ids=["exactly-once", "plain"])
+async def test_a_kill_after_the_effect_repeats_it_only_without_the_helper(
+    client: Client,
+    temporal_target: str,
+    task_queue: str,
+    workflow_id: str,
+    tmp_path: Path,
+    once: bool,
+) -> None:
+    log = tmp_path / "side-effects.jsonl"
+    plan = {"steps": [{"id": "r", "tool": "crash_refund", "args": {"ticket": 7, "once": once}}]}
+    async with worker_processes(temporal_target, task_queue, log, tmp_path) as spawn:
+        worker = await spawn()
+        handle = await start_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=crash_registry(),
+            workflow_id=workflow_id,
+            retry_initial_interval_s=0.2,
+        )
+        loading = asyncio.create_task(spawn(hold=True))
+        deadline = time.monotonic() + KILL_POINT_TIMEOUT_S
+        while not any(e["event"] == "committed" for e in read_log(log)):
+            assert time.monotonic() < deadline, read_log(log)
+            await asyncio.sleep(0.02)
+        worker.kill()  # after the effect, before Temporal records the completion
+        await worker.proc.wait()
+        worker = await loading
+        await worker.release()
+        result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    assert result.outcome("r").status == "ok" and result.outcome("r").attempts == 2
+    conn = sqlite3.connect(log.with_suffix(".db"))
+    rows = conn.execute("SELECT COUNT(*) FROM refunds").fetchone()[0]
+    conn.close()
+    assert rows == (1 if once else 2)

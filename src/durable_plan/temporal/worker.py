@@ -14,7 +14,6 @@ from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools import ToolRegistry
 
-
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a plan's next workflow task waits for the worker that has it cached. A lost
 worker is not noticed until then; a live but busy one replays the history elsewhere."""
