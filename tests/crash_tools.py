@@ -105,10 +105,15 @@ def crash_refund(ticket: int, once: bool = True) -> dict[str, Any]:
     return result
 
 
+def crash_fail(message: str) -> None:
+    """Always fail, as a broken tool does."""
+    raise RuntimeError(message)
+
+
 def crash_registry(retries: int | None = None) -> ToolRegistry:
     """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
     registry = ToolRegistry()
-    for fn in (crash_work, crash_combine, crash_refund):
+    for fn in (crash_work, crash_combine, crash_refund, crash_fail):
         registry.add(
             fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, retries=retries
         )
