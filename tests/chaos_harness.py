@@ -48,6 +48,8 @@ class ChaosReport:
     duplicate_effects_once: int = 0
     kill_to_resume_ms: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    errors: dict[str, str] = field(default_factory=dict)
+    """One failed step's error per plan kind, for the report."""
 
     def lines(self) -> list[str]:
         resume = sorted(self.kill_to_resume_ms)
@@ -68,6 +70,7 @@ class ChaosReport:
             f"duplicate effects, helper   {self.duplicate_effects_once}",
             f"kill to resume, ms          median {median:.0f}  p90 {p90:.0f}  (n={len(resume)})",
             f"wall clock                  {self.seconds:.1f} s",
+            *(f"  {kind} failed: {error}" for kind, error in self.errors.items()),
         ]
 
 
@@ -254,6 +257,9 @@ async def _collect(client: Any, handle: PlanHandle, kind: str, report: ChaosRepo
         report.completed_with_failed_steps[kind] = (
             report.completed_with_failed_steps.get(kind, 0) + 1
         )
+        failed = next((o for o in result.ledger if o.status == "failed"), None)
+        if failed is not None and kind not in report.errors:
+            report.errors[kind] = (failed.error or "")[:200]
 
 
 def _count_effects(log: Path, report: ChaosReport) -> None:

@@ -70,6 +70,8 @@ class AgentStepInput:
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     retry_initial_interval_s: float = 0.5
     model_heartbeat_timeout_s: float = 10.0
+    max_interruptions: int = 5
+    """Model calls and tool calls a lost worker cut short, on top of their own retries."""
     hooks_workflow_id: str | None = None
     """The agent workflow whose tool hooks each tool call of the loop must pass."""
 
@@ -100,7 +102,9 @@ class AgentStepWorkflow:
             heartbeat_timeout=timedelta(seconds=request.model_heartbeat_timeout_s),
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(seconds=request.retry_initial_interval_s),
-                maximum_attempts=MODEL_ATTEMPTS,
+                # A model call has no side effect: one a lost worker cut short is retried
+                # within the interruption allowance, not at the cost of the step.
+                maximum_attempts=MODEL_ATTEMPTS + request.max_interruptions,
             ),
         )
         agent.hooks.add_callback(BeforeModelCallEvent, lambda _e: self._guard_history(request))
@@ -235,7 +239,7 @@ class ActivityTool(NamedTool):
             "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
             "retry_policy": RetryPolicy(
                 initial_interval=timedelta(seconds=request.retry_initial_interval_s),
-                maximum_attempts=options.retries + 1,
+                maximum_attempts=options.retries + 1 + request.max_interruptions,
             ),
             "task_queue": request.task_queue,
         }
@@ -246,7 +250,8 @@ class ActivityTool(NamedTool):
                 )
             response: StepResponse = await workflow.execute_activity(
                 self._name,
-                StepRequest(call_id, args, request.max_result_bytes),
+                # The wrapper counts the tool's own failures against its retries.
+                StepRequest(call_id, args, request.max_result_bytes, options.retries),
                 result_type=StepResponse,
                 **common,
             )

@@ -325,6 +325,7 @@ class PlanWorkflow:
             max_history_bytes=request.max_history_bytes,
             retry_initial_interval_s=request.retry_initial_interval_s,
             model_heartbeat_timeout_s=request.model_heartbeat_timeout_s,
+            max_interruptions=request.max_interruptions,
             hooks_workflow_id=request.hooks_workflow_id,
         )
         started = workflow.now()
