@@ -37,7 +37,12 @@ def main() -> int:
         )
     print(f"durable-plan chaos: {args.plans} mixed plans, {args.kills} kills, seed {args.seed}")
     print("\n".join(report.lines()))
-    bad = report.lost or report.workflows_failed or report.duplicate_effects_once
+    bad = (
+        report.lost
+        or report.workflows_failed
+        or report.duplicate_effects_once
+        or report.rerun_after_recorded
+    )
     print(
         "PASS" if not bad else "FAIL",
         " nothing lost, no failed workflow, no duplicate effect with the exactly-once helper",

@@ -44,6 +44,9 @@ class ChaosReport:
     kills: int = 0
     server_restarts: int = 0
     retried_steps: int = 0
+    rerun_after_recorded: int = 0
+    """Steps run again although the worker that ran them lived on (so their completion
+    was recorded): must be 0. Re-runs of steps a killed worker ran are at-least-once."""
     duplicate_effects_plain: int = 0
     duplicate_effects_once: int = 0
     kill_to_resume_ms: list[float] = field(default_factory=list)
@@ -66,6 +69,7 @@ class ChaosReport:
             f"worker kills                {self.kills}",
             f"server restarts             {self.server_restarts}",
             f"steps retried (attempts>1)  {self.retried_steps}",
+            f"re-run after recorded       {self.rerun_after_recorded}",
             f"duplicate effects, plain    {self.duplicate_effects_plain}",
             f"duplicate effects, helper   {self.duplicate_effects_once}",
             f"kill to resume, ms          median {median:.0f}  p90 {p90:.0f}  (n={len(resume)})",
@@ -117,6 +121,7 @@ class _Workers:
         self.target, self.task_queue, self.log, self.tmp = target, task_queue, log, tmp
         self.current: asyncio.subprocess.Process | None = None
         self.all: list[asyncio.subprocess.Process] = []
+        self.killed: set[int] = set()
 
     async def spawn(self) -> asyncio.subprocess.Process:
         env = {
@@ -152,6 +157,7 @@ class _Workers:
     async def kill_current(self) -> int:
         assert self.current is not None
         pid = self.current.pid
+        self.killed.add(pid)
         with contextlib.suppress(ProcessLookupError):
             self.current.kill()
         await self.current.wait()
@@ -235,6 +241,7 @@ async def run_chaos(
         if server is not None:
             server.stop()
     _count_effects(log, report)
+    report.rerun_after_recorded = _reruns_after_recorded(log, workers.killed)
     report.seconds = time.monotonic() - started
     return report
 
@@ -260,6 +267,20 @@ async def _collect(client: Any, handle: PlanHandle, kind: str, report: ChaosRepo
         failed = next((o for o in result.ledger if o.status == "failed"), None)
         if failed is not None and kind not in report.errors:
             report.errors[kind] = (failed.error or "")[:200]
+
+
+def _reruns_after_recorded(log: Path, killed: set[int]) -> int:
+    """Keys whose effect finished on a worker that was never killed, then ran again."""
+    first_done: dict[str, int] = {}
+    reruns = 0
+    for entry in _log_entries(log):
+        if entry["event"] != "done":
+            continue
+        key = entry["key"]
+        if key in first_done and first_done[key] not in killed:
+            reruns += 1
+        first_done.setdefault(key, entry["pid"])
+    return reruns
 
 
 def _count_effects(log: Path, report: ChaosReport) -> None:

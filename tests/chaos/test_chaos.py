@@ -21,4 +21,5 @@ async def test_chaos_loses_nothing_and_the_helper_keeps_effects_single(tmp_path:
     assert report.completed_ok == 10
     assert report.completed_with_failed_steps == {"failing": 2}, "only the broken tool fails"
     assert report.duplicate_effects_once == 0
+    assert report.rerun_after_recorded == 0
     assert report.kills == 3 and report.server_restarts == 1
