@@ -38,8 +38,41 @@ def _add_dev(subparsers: SubParsers) -> None:
     p.add_argument("--ui-port", type=int, help="web UI port (default: --port + 1000)")
     p.add_argument("--headless", action="store_true", help="no web UI")
     p.add_argument("--db-filename", metavar="PATH", help="sqlite file that keeps state")
+    p.add_argument(
+        "--dynamic-config-value",
+        metavar="KEY=VALUE",
+        action="append",
+        default=None,
+        help="a server dynamic-config value; replaces the tuned default "
+        "history.transferProcessorMaxPollRPS=100 (repeatable)",
+    )
+    p.add_argument(
+        "--sqlite-pragma",
+        metavar="PRAGMA=VALUE",
+        action="append",
+        default=None,
+        help="a SQLite pragma for --db-filename; replaces the tuned default journal_mode=wal",
+    )
+    p.add_argument(
+        "--untuned",
+        action="store_true",
+        help="run the server exactly as `temporal server start-dev` does (slower steps)",
+    )
     _add_temporal_cli_option(p)
     p.set_defaults(func=run_dev)
+
+
+def _pairs(values: list[str] | None, untuned: bool) -> dict[str, str] | None:
+    """None keeps DevServer's tuned default; --untuned or explicit values replace it."""
+    if values is None:
+        return {} if untuned else None
+    pairs: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"durable-plan dev: expected KEY=VALUE, got {item!r}")
+        pairs[key] = value
+    return pairs
 
 
 def _add_temporal_cli_option(p: argparse.ArgumentParser) -> None:
@@ -58,6 +91,8 @@ def run_dev(args: argparse.Namespace) -> int:
         headless=args.headless,
         db_filename=args.db_filename,
         temporal_cli=args.temporal_cli,
+        dynamic_config=_pairs(args.dynamic_config_value, args.untuned),
+        sqlite_pragmas=_pairs(args.sqlite_pragma, args.untuned),
     )
     server.start()
     try:
