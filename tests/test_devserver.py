@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -119,6 +120,9 @@ async def test_workflow_survives_server_restart(
         # No worker polls this queue, so the workflow stays Running across the restart.
         await client.start_workflow(DoubleWorkflow.run, 5, id=workflow_id, task_queue=task_queue)
     assert not first.running
+    # The tuned default: WAL mode, which SQLite records in the file itself.
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
     async with DevServer(headless=True, db_filename=db) as second:
         client = await second.connect()
@@ -151,6 +155,55 @@ async def test_a_server_restarts_at_once_on_the_same_port_and_db(
             client, task_queue=task_queue, workflows=[DoubleWorkflow], activities=[double]
         ):
             assert await handle.result() == 12
+
+
+# --- tuning ---------------------------------------------------------------------------------
+
+
+def _values(cmd: list[str], flag: str) -> list[str]:
+    return [cmd[i + 1] for i, arg in enumerate(cmd) if arg == flag]
+
+
+def test_the_server_is_tuned_by_default_and_each_setting_can_be_replaced(tmp_path: Path) -> None:
+    tuned = DevServer(headless=True, db_filename=tmp_path / "x.db").command()
+    assert _values(tuned, "--dynamic-config-value") == ["history.transferProcessorMaxPollRPS=100"]
+    assert _values(tuned, "--sqlite-pragma") == ["journal_mode=wal"]
+    # Without a db file there is no SQLite file to tune.
+    assert _values(DevServer(headless=True).command(), "--sqlite-pragma") == []
+    custom = DevServer(
+        headless=True,
+        db_filename=tmp_path / "x.db",
+        dynamic_config={"history.transferProcessorMaxPollRPS": 50, "system.flag": True},
+        sqlite_pragmas={"synchronous": "normal"},
+    ).command()
+    assert _values(custom, "--dynamic-config-value") == [
+        "history.transferProcessorMaxPollRPS=50",
+        "system.flag=true",
+    ]
+    assert _values(custom, "--sqlite-pragma") == ["synchronous=normal"]
+    untuned = DevServer(
+        headless=True, db_filename=tmp_path / "x.db", dynamic_config={}, sqlite_pragmas={}
+    ).command()
+    assert "--dynamic-config-value" not in untuned and "--sqlite-pragma" not in untuned
+
+
+def test_dev_command_passes_overrides_and_untuned(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def capture(self: DevServer) -> DevServer:
+        seen.append(self.command())
+        raise SystemExit(0)
+
+    monkeypatch.setattr(DevServer, "start", capture)
+    for argv in (
+        ["dev", "--headless", "--dynamic-config-value", "a.b=3", "--db-filename", "x.db"],
+        ["dev", "--headless", "--untuned", "--db-filename", "x.db"],
+    ):
+        with pytest.raises(SystemExit):
+            main(argv)
+    assert _values(seen[0], "--dynamic-config-value") == ["a.b=3"]
+    assert _values(seen[0], "--sqlite-pragma") == ["journal_mode=wal"]
+    assert "--dynamic-config-value" not in seen[1] and "--sqlite-pragma" not in seen[1]
 
 
 # --- `durable-plan dev` in the foreground ---------------------------------------------------

@@ -261,8 +261,8 @@ class DevServer:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         if self.db_filename is not None:
             cmd += ["--db-filename", str(self.db_filename)]
-            for pragma, value in self.sqlite_pragmas.items():
-                cmd += ["--sqlite-pragma", f"{pragma}={value}"]
+            for pragma, setting in self.sqlite_pragmas.items():
+                cmd += ["--sqlite-pragma", f"{pragma}={setting}"]
         for key, value in self.dynamic_config.items():
             cmd += ["--dynamic-config-value", f"{key}={_config_value(value)}"]
         cmd += ["--log-level", self.log_level, *self.extra_args]

@@ -53,10 +53,15 @@ def current_step() -> StepContext | None:
     return _CURRENT.get()
 
 
-def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
-    """Build the activity that runs ``tool`` for a plan step."""
+def tool_activity(tool: Tool) -> Callable[[dict[str, Any]], Any]:
+    """Build the activity that runs ``tool`` for a plan step.
 
-    async def run_tool(request: StepRequest) -> StepResponse:
+    It takes and returns plain dicts (``StepRequest`` / ``StepResponse`` on the wire):
+    the data converter's dataclass path costs a type-hint walk per call.
+    """
+
+    async def run_tool(wire: dict[str, Any]) -> dict[str, Any]:
+        request = StepRequest.from_wire(wire)
         info = activity.info()
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
@@ -127,7 +132,8 @@ def tool_activity(tool: Tool) -> Callable[[StepRequest], Any]:
                 "kept in history; make the tool return less (or a reference to stored data)"
             )
             raise failure(message, "ResultTooLarge", retryable=False)
-        return StepResponse(result_json=text, attempt=info.attempt, duration_ms=_ms_since(started))
+        response = StepResponse(text, info.attempt, _ms_since(started))
+        return response.to_wire()
 
     run_tool.__name__ = f"tool_{tool.name}"
     run_tool.__qualname__ = run_tool.__name__

@@ -54,17 +54,17 @@ class DurableTool(NamedTool):
     async def _run_activity(self, tool_use_id: str, args: dict[str, Any]) -> Any:
         options = self._tool.options
         heartbeat = options.heartbeat_timeout_s
-        response: StepResponse = await workflow.execute_activity(
+        wire = await workflow.execute_activity(
             self._tool.name,
-            StepRequest(step_id=f"direct/{tool_use_id}", args=args),
-            result_type=StepResponse,
+            StepRequest(step_id=f"direct/{tool_use_id}", args=args).to_wire(),
+            result_type=dict,
             start_to_close_timeout=timedelta(seconds=options.timeout_s),
             heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
             retry_policy=RetryPolicy(maximum_attempts=options.retries + 1),
             task_queue=self._task_queue,
             summary=f"direct: {self._tool.name}",
         )
-        return response.result
+        return StepResponse.from_wire(wire).result
 
 
 def durable_tools(registry: ToolRegistry, *, task_queue: str | None = None) -> list[AgentTool]:

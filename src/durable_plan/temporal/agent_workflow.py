@@ -248,14 +248,14 @@ class ActivityTool(NamedTool):
                 return True, await workflow.execute_activity(
                     self._name, args=options.positional(args), **common
                 )
-            response: StepResponse = await workflow.execute_activity(
+            wire = await workflow.execute_activity(
                 self._name,
                 # The wrapper counts the tool's own failures against its retries.
-                StepRequest(call_id, args, request.max_result_bytes, options.retries),
-                result_type=StepResponse,
+                StepRequest(call_id, args, request.max_result_bytes, options.retries).to_wire(),
+                result_type=dict,
                 **common,
             )
-            return True, response.result
+            return True, StepResponse.from_wire(wire).result
         except ActivityError as exc:  # back into the loop, not a step failure
             return False, failure_message(exc)
 

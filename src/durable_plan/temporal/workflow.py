@@ -388,15 +388,20 @@ class PlanWorkflow:
             policy.retries if policy.interruptions else None,
         )
         common = policy.activity_options(call, request)
-        response: StepResponse
+        wire: Any
         if policy.local:
-            response = await workflow.execute_local_activity(
-                call.tool, arg, result_type=StepResponse, **common
+            wire = await workflow.execute_local_activity(
+                call.tool, arg.to_wire(), result_type=dict, **common
             )
         else:
-            response = await workflow.execute_activity(
-                call.tool, arg, result_type=StepResponse, **policy.remote_options(request), **common
+            wire = await workflow.execute_activity(
+                call.tool,
+                arg.to_wire(),
+                result_type=dict,
+                **policy.remote_options(request),
+                **common,
             )
+        response = StepResponse.from_wire(wire)
         return True, response.result, response.duration_ms, response.attempt
 
     async def _run_raw_activity(
