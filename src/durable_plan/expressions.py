@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,9 @@ class Expression:
     required: tuple[tuple[str, ...], ...] = ()
     bare_names: tuple[str, ...] = ()
     _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
+    simple_path: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    """For ``steps.a.b``: ``("a", "b")``, read without JSONata when the values allow
+    (``_read_simple``); None for every other expression."""
 
     @property
     def is_dynamic(self) -> bool:
@@ -82,6 +86,25 @@ class Expression:
 
 def parse(source: str) -> Expression:
     """Parse and analyse; raises ExpressionSyntaxError with JSONata's own message."""
+    simple = _simple_path(source)
+    if simple is not None:
+        # What the parse and the walk below find for this shape, without either (most
+        # bindings are plain paths, and parsing costs more than evaluating); JSONata
+        # parses the text only if an evaluation ever needs it (``_instance``).
+        return Expression(
+            source=source,
+            refs=frozenset(simple[:1]),
+            dynamic=(),
+            paths=(simple,),
+            functions=frozenset(),
+            required=(simple,),
+            simple_path=simple,
+        )
+    return parse_with_jsonata(source)
+
+
+def parse_with_jsonata(source: str) -> Expression:
+    """``parse`` without the plain-path shortcut (the reference the shortcut is tested against)."""
     try:
         compiled = jsonata.Jsonata(source, regex_engine=_re2_engine)
     except JException as exc:
@@ -114,6 +137,22 @@ def parse(source: str) -> Expression:
         bare_names=tuple(analysis.bare_names),
         _cache=[compiled],
     )
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset({"and", "or", "in", "true", "false", "null", "function"})
+"""Names JSONata's parser reads as operators or literals, never as field names."""
+
+
+def _simple_path(source: str) -> tuple[str, ...] | None:
+    """``steps.a.b`` (plain ASCII names, no spaces) as ``("a", "b")``; None otherwise."""
+    if not source.startswith("steps."):
+        return None
+    names = source.split(".")[1:]
+    for name in names:
+        if name in _KEYWORDS or _NAME.fullmatch(name) is None:
+            return None
+    return tuple(names)
 
 
 class _Analysis:
@@ -643,7 +682,13 @@ def evaluate(
     Any bound exceeded raises ``LimitExceeded`` (a ``StepError``) naming it.
     """
     budget = budget if budget is not None else Budget()
-    meter = _Meter(budget.limits, budget.allowance())
+    allowed = budget.allowance()
+    if expr.simple_path is not None:
+        read = _read_simple(expr.simple_path, scope, budget.limits)
+        if read is not None and read[1] <= allowed:
+            budget.spend(read[1])
+            return True, to_json(read[0], max_bytes=budget.limits.max_value_bytes)
+    meter = _Meter(budget.limits, allowed)
     compiled = _instance(expr, deterministic=deterministic)
     bindings = meter.guards()
     for name in LOOP_VARIABLES:  # a map or reduce body: $item, $index, $accumulator
@@ -669,6 +714,43 @@ def evaluate(
     if raw is None:
         return False, None
     return True, to_json(raw, max_bytes=budget.limits.max_value_bytes)
+
+
+def _read_simple(
+    path: tuple[str, ...], scope: Mapping[str, Any], limits: ExpressionLimits
+) -> tuple[Any, int] | None:
+    """``steps.a.b`` read directly: (value, the evaluation steps JSONata's meter counts).
+
+    Only where the result is certain to be JSONata's: every step of the way a plain
+    dict holding the key, and a value the meter lets through. Anything else (a list
+    on the way, a missing key, null, a value over a limit) returns None and is
+    evaluated by JSONata, errors and all. The step count (the path node, one per
+    name, and what ``_Meter.measure`` charges: strings once, arrays twice, as
+    JSONata's path and its last step both measure them) is pinned against the
+    metered evaluation by ``tests/test_expressions.py``.
+    """
+    current = scope.get("steps")
+    for name in path:
+        if type(current) is not dict:
+            return None
+        current = current.get(name)
+    steps = 2 + len(path)
+    kind = type(current)
+    if kind is dict or kind is bool:
+        return current, steps
+    if kind is str:
+        if len(current) > limits.max_string:
+            return None
+        return current, steps + len(current) // 64
+    if kind is list:
+        if len(current) > limits.max_array:
+            return None
+        return current, steps + 2 * (len(current) // 2)
+    if kind is int:
+        return (current, steps) if current.bit_length() <= MAX_INT_BITS else None
+    if kind is float:
+        return (current, steps) if math.isfinite(current) else None
+    return None  # null, a missing key (None too), or not JSON
 
 
 def to_json(value: Any, *, max_bytes: int | None = None) -> Any:
