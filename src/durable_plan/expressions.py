@@ -729,7 +729,7 @@ def _read_simple(
     JSONata's path and its last step both measure them) is pinned against the
     metered evaluation by ``tests/test_expressions.py``.
     """
-    current = scope.get("steps")
+    current: Any = scope.get("steps")
     for name in path:
         if type(current) is not dict:
             return None
