@@ -759,6 +759,9 @@ def to_json(value: Any, *, max_bytes: int | None = None) -> Any:
 
 
 def _from_jsonata(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict or kind is str or kind is int or kind is list or kind is bool:
+        return value  # what the checks below return for them, sooner (called per node)
     if isinstance(value, Utils.NullValue):
         return None
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:

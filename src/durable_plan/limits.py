@@ -129,25 +129,47 @@ class _Walker:
     def walk(self, value: Any, depth: int) -> Any:
         if self.adapt is not None:
             value = self.adapt(value)
-        if value is None or isinstance(value, bool):
-            self.charge(5)
-            return value
-        if isinstance(value, str):
+        # Exact JSON types first (nearly every value): no isinstance chain, no ABC check.
+        kind = type(value)
+        if kind is str:
             self.charge(len(value) + 2)
             return value
-        if isinstance(value, int):
+        if kind is int:
             check_int(value)
             self.charge(8)
             return value
-        if isinstance(value, float):
+        if kind is float:
             check_float(value)
             self.charge(8)
             return value
+        if kind is dict:
+            is_mapping = True
+        elif kind is list:
+            is_mapping = False
+        elif value is None or isinstance(value, bool):
+            self.charge(5)
+            return value
+        elif isinstance(value, str):
+            self.charge(len(value) + 2)
+            return value
+        elif isinstance(value, int):
+            check_int(value)
+            self.charge(8)
+            return value
+        elif isinstance(value, float):
+            check_float(value)
+            self.charge(8)
+            return value
+        else:
+            is_mapping = isinstance(value, Mapping)
+            if not is_mapping and not isinstance(value, list | tuple):
+                if depth >= MAX_JSON_DEPTH:
+                    self._too_deep()
+                name = type(value).__name__
+                raise StepError(f"{'an' if name[0] in 'aeiou' else 'a'} {name} is not JSON")
         if depth >= MAX_JSON_DEPTH:
-            raise LimitExceeded(
-                f"the value is nested more than {MAX_JSON_DEPTH} levels deep (the limit)"
-            )
-        if isinstance(value, Mapping):
+            self._too_deep()
+        if is_mapping:
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if not isinstance(key, str):
@@ -159,18 +181,21 @@ class _Walker:
                     _prepend(exc, key)
                     raise
             return out
-        if isinstance(value, list | tuple):
-            self.charge(2)
-            items = []
-            for index, item in enumerate(value):
-                try:
-                    items.append(self.walk(item, depth + 1))
-                except StepError as exc:
-                    _prepend(exc, index)
-                    raise
-            return items
-        kind = type(value).__name__
-        raise StepError(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} is not JSON")
+        self.charge(2)
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(self.walk(item, depth + 1))
+            except StepError as exc:
+                _prepend(exc, index)
+                raise
+        return items
+
+    @staticmethod
+    def _too_deep() -> None:
+        raise LimitExceeded(
+            f"the value is nested more than {MAX_JSON_DEPTH} levels deep (the limit)"
+        )
 
 
 def _prepend(exc: StepError, part: str | int) -> None:
