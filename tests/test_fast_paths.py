@@ -151,3 +151,22 @@ def test_the_shortcut_is_taken() -> None:
     ) == (True, [1, 2, 3])
     assert expr._cache == []  # never compiled
     assert budget.limits.max_plan_steps - budget.remaining == 4 + 2
+
+
+def test_a_plans_meter_is_reused_without_carrying_state() -> None:
+    """One meter per plan: an exceeded evaluation and a map's loop variables stay behind."""
+    budget = Budget(ExpressionLimits(max_steps=50, max_plan_steps=1_000))
+    runaway = parse("$map([1..100], function($v) { $v * 2 })")
+    with pytest.raises(StepError, match="more than the limit of 50 evaluation steps"):
+        expressions.evaluate(runaway, {"steps": {}}, deterministic=True, budget=budget)
+    assert (
+        expressions.evaluate(parse("1 + 1"), {"steps": {}}, deterministic=True, budget=budget)[1]
+        == 2
+    )
+    item = parse("$item")
+    scope_in_map = {"steps": {}, "item": 7}
+    assert expressions.evaluate(item, scope_in_map, deterministic=True, budget=budget) == (True, 7)
+    assert expressions.evaluate(item, {"steps": {}}, deterministic=True, budget=budget) == (
+        False,
+        None,
+    )

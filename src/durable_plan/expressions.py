@@ -53,9 +53,14 @@ LOOP_VARIABLES = ("item", "index", "accumulator")
 """Inside a map or reduce body these are fields of the scope (``item.name``) and
 variables too (``$index``, for use inside a filter: ``steps.a.results[$index]``)."""
 NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
+PRIOR_ROOT = "prior"
+"""Beside ``steps``: results of steps that ended ok in earlier plans of the conversation
+(``prior.<id>.<field>``, see ``reuse.py``). They create no dependency."""
 
 _SKIP_ATTRS = frozenset({"_outer_instance", "outer", "seeking_parent", "tuple", "focus", "token"})
 _RELATIVE_ATTRS = frozenset({"stages", "predicate", "group"})
+_LEAVES = frozenset({type(None), str, int, float, bool})
+"""Attribute values the walk returns from at once: skipped without the call."""
 
 
 class ExpressionSyntaxError(ValueError):
@@ -77,6 +82,16 @@ class Expression:
     simple_path: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
     """For ``steps.a.b``: ``("a", "b")``, read without JSONata when the values allow
     (``_read_simple``); None for every other expression."""
+    prior_paths: tuple[tuple[str, ...], ...] = ()
+    """Paths read under ``prior`` (each starts with a step id), like ``paths``."""
+    prior_required: tuple[tuple[str, ...], ...] = ()
+    prior_dynamic: tuple[str, ...] = ()
+    """Reads of ``prior`` that name no step (``prior``, ``prior.*``): refused by the checks."""
+
+    @property
+    def prior_refs(self) -> frozenset[str]:
+        """Step ids read as ``prior.<id>``."""
+        return frozenset(path[0] for path in self.prior_paths)
 
     @property
     def is_dynamic(self) -> bool:
@@ -136,6 +151,9 @@ def parse_with_jsonata(source: str) -> Expression:
         required=tuple(analysis.required),
         bare_names=tuple(analysis.bare_names),
         _cache=[compiled],
+        prior_paths=tuple(analysis.prior_paths),
+        prior_required=tuple(analysis.prior_required),
+        prior_dynamic=tuple(analysis.prior_dynamic),
     )
 
 
@@ -175,6 +193,9 @@ class _Analysis:
         self._optional = 0
         self.bare_names: list[str] = []
         self.signatures = 0
+        self.prior_paths: list[tuple[str, ...]] = []
+        self.prior_required: list[tuple[str, ...]] = []
+        self.prior_dynamic: list[str] = []
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -198,6 +219,8 @@ class _Analysis:
                 self.functions.add(value)
         elif kind in ("wildcard", "descendant") and not self._relative:
             self.dynamic.append(str(value))
+        elif kind == "name" and value == PRIOR_ROOT and not self._relative:
+            self.prior_dynamic.append(PRIOR_ROOT)  # all of prior, e.g. $lookup(prior, $x)
         elif kind == "name" and isinstance(value, str) and not self._relative:
             # A field of the root, which holds only ``steps``: never matches. A model
             # writes this for a literal ("bind": {"name": "goblin"}).
@@ -214,18 +237,18 @@ class _Analysis:
             self._optional += 1
             try:
                 for name, child in vars(node).items():
-                    if name not in _SKIP_ATTRS and child is not None:
+                    if type(child) not in _LEAVES and name not in _SKIP_ATTRS:
                         self.visit(child)
             finally:
                 self._optional -= 1
             return
         if kind == "path":
-            if not self._visit_steps_path(node):
+            if not self._visit_steps_path(node) and not self._visit_prior_path(node):
                 self._visit_path(node)
             return
         for name, child in vars(node).items():
-            if name in _SKIP_ATTRS or child is None:
-                continue
+            if type(child) in _LEAVES or name in _SKIP_ATTRS:
+                continue  # most of a node's ~50 attributes: None, flags, positions
             if name in _RELATIVE_ATTRS:
                 self._visit_relative(child)
             else:
@@ -245,7 +268,7 @@ class _Analysis:
             self.visit(parts[0])
         self._visit_relative(parts[1:])
         for name, child in vars(node).items():
-            if name not in _SKIP_ATTRS and name != "steps" and child is not None:
+            if type(child) not in _LEAVES and name not in _SKIP_ATTRS and name != "steps":
                 self._visit_relative(child)
 
     def _visit_steps_path(self, node: Any) -> bool:
@@ -273,6 +296,29 @@ class _Analysis:
                 self.required.append(tuple(names))
         else:
             self.dynamic.append("steps." + str(getattr(second, "value", "?")))
+        return True
+
+    def _visit_prior_path(self, node: Any) -> bool:
+        """``prior.<id>...``: an earlier plan's result, recorded apart from ``steps``."""
+        parts = list(getattr(node, "steps", None) or [])
+        if parts and self._is_root(parts[0]):
+            parts = parts[1:]
+        if not parts or not _is_name(parts[0], PRIOR_ROOT):
+            return False
+        self._visit_relative(getattr(parts[0], "stages", None))
+        self._visit_relative(parts[1:])
+        names: list[str] = []
+        for part in parts[1:]:
+            if getattr(part, "type", None) != "name" or not isinstance(part.value, str):
+                break
+            names.append(part.value)
+        if not names:
+            second = f".{getattr(parts[1], 'value', '?')}" if len(parts) > 1 else ""
+            self.prior_dynamic.append(PRIOR_ROOT + second)
+            return True
+        self.prior_paths.append(tuple(names))
+        if not self._optional:
+            self.prior_required.append(tuple(names))
         return True
 
     @staticmethod
@@ -376,20 +422,27 @@ class _Meter:
     that swallows the exception cannot let the evaluation run on.
     """
 
-    def __init__(self, limits: ExpressionLimits, steps: int) -> None:
+    def __init__(self, limits: ExpressionLimits) -> None:
         self.limits = limits
+        self.reset(limits.max_steps)
+        # Built once per plan (a Budget keeps its meter), not once per evaluation.
+        self.bindings = self._guards()
+
+    def reset(self, steps: int) -> None:
+        """Start one evaluation allowed ``steps`` steps."""
         self.allowed = steps
-        if steps < limits.max_steps:
-            self.out_of_steps = (
-                f"the plan's expressions together took more than the plan's limit of "
-                f"{limits.max_plan_steps} evaluation steps"
-            )
-        else:
-            self.out_of_steps = (
-                f"the expression took more than the limit of {steps} evaluation steps"
-            )
         self.steps = 0
         self.exceeded: LimitExceeded | None = None
+
+    @property
+    def out_of_steps(self) -> str:
+        """Which limit ran out: the plan's (what it had left) or the expression's own."""
+        if self.allowed < self.limits.max_steps:
+            return (
+                f"the plan's expressions together took more than the plan's limit of "
+                f"{self.limits.max_plan_steps} evaluation steps"
+            )
+        return f"the expression took more than the limit of {self.allowed} evaluation steps"
 
     def fail(self, message: str) -> None:
         if self.exceeded is None:
@@ -425,7 +478,7 @@ class _Meter:
         elif isinstance(value, float) and not math.isfinite(value):
             self.fail(f"the expression computed {value}, which is not a JSON number")
 
-    def guards(self) -> dict[str, Any]:
+    def _guards(self) -> dict[str, Any]:
         """Natives that could build a huge value in one call, bounded by this meter."""
         natives = jsonata.Jsonata.static_frame
         return {
@@ -629,6 +682,8 @@ def _instance(expr: Expression, *, deterministic: bool) -> Any:
         expr._cache.append(jsonata.Jsonata(expr.source, regex_engine=_re2_engine))
     compiled = expr._cache[0]
     jsonata.Jsonata.CURRENT.jsonata = compiled
+    if expr._cache[1:] == [deterministic]:
+        return compiled  # already set up for this mode (the settings below persist)
     compiled.set_output_convert_nulls(False)
     # Scopes hold JSON only (tool results pass as_json, workflow results json.loads),
     # and jsonata's own input walk is recursive and costs a pass over every result.
@@ -640,6 +695,7 @@ def _instance(expr: Expression, *, deterministic: bool) -> Any:
             compiled.register_lambda(name, _refuse(name, reason))
         else:
             compiled.register_function(name, jsonata.Jsonata.static_frame.lookup(name))
+    expr._cache[1:] = [deterministic]
     return compiled
 
 
@@ -654,6 +710,18 @@ class Budget:
     def __init__(self, limits: ExpressionLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self.remaining = limits.max_plan_steps
+        self._meter: _Meter | None = None
+
+    def meter(self, allowed: int) -> _Meter:
+        """The plan's meter, reset for one evaluation of at most ``allowed`` steps.
+
+        One per plan: evaluations of a plan never overlap (each runs to the end
+        without yielding), and its guarded natives are built once, not per binding.
+        """
+        if self._meter is None:
+            self._meter = _Meter(self.limits)
+        self._meter.reset(allowed)
+        return self._meter
 
     def allowance(self) -> int:
         if self.remaining <= 0:
@@ -688,12 +756,14 @@ def evaluate(
         if read is not None and read[1] <= allowed:
             budget.spend(read[1])
             return True, to_json(read[0], max_bytes=budget.limits.max_value_bytes)
-    meter = _Meter(budget.limits, allowed)
+    meter = budget.meter(allowed)
     compiled = _instance(expr, deterministic=deterministic)
-    bindings = meter.guards()
-    for name in LOOP_VARIABLES:  # a map or reduce body: $item, $index, $accumulator
-        if name in scope:
-            bindings[name] = scope[name]
+    bindings = meter.bindings
+    if any(name in scope for name in LOOP_VARIABLES):
+        bindings = dict(bindings)  # the meter's own stay as they are
+        for name in LOOP_VARIABLES:  # a map or reduce body: $item, $index, $accumulator
+            if name in scope:
+                bindings[name] = scope[name]
     try:
         raw = compiled.evaluate(scope, bindings)
     except StepError:
@@ -783,6 +853,10 @@ def explain_no_match(expr: Expression, scope: Mapping[str, Any]) -> str:
         hint = _walk(steps, path)
         if hint:
             return hint
+    for path in expr.prior_paths:
+        hint = _walk(scope.get(PRIOR_ROOT, {}), path, PRIOR_ROOT)
+        if hint:
+            return hint
     present = ", ".join(sorted(steps)) or "none"
     return f"steps that have results: {present}"
 
@@ -802,12 +876,19 @@ def first_missing(expr: Expression, scope: Mapping[str, Any]) -> str | None:
             hint = _walk(steps, path)
             if hint:
                 return hint
+    if expr.prior_required:
+        prior = scope.get(PRIOR_ROOT, {})
+        for path in expr.prior_required:
+            if path and path[0] in prior:
+                hint = _walk(prior, path, PRIOR_ROOT)
+                if hint:
+                    return hint
     return None
 
 
-def _walk(steps: Mapping[str, Any], path: tuple[str, ...]) -> str | None:
+def _walk(steps: Mapping[str, Any], path: tuple[str, ...], root: str = "steps") -> str | None:
     current: Any = steps
-    walked = ["steps"]
+    walked = [root]
     for name in path:
         if isinstance(current, Mapping):
             if name not in current:
