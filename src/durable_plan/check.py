@@ -14,7 +14,7 @@ import contextlib
 import difflib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
@@ -140,6 +140,9 @@ class CheckedPlan:
     steps: Mapping[str, CheckedStep]
     levels: list[list[str]]
     durable: bool
+    inputs: dict[str, Any] | None = None
+    """A plan file's input values, checked against its schema by the caller: expressions
+    read them as ``inputs.<name>``. None: the plan has no inputs and ``inputs`` is unknown."""
 
     @property
     def returns(self) -> list[str]:
@@ -152,16 +155,28 @@ def check_plan(
     catalog: ToolCatalog | Iterable[ToolSpec | str] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     durable: bool = False,
+    inputs: Mapping[str, Any] | None = None,
 ) -> CheckedPlan:
     """Validate everything, then return the checked plan or raise ``PlanRejected``.
 
     ``catalog=None`` accepts any tool name (the invoker decides at run time);
     ``durable=True`` also refuses JSONata functions that would not replay.
+    ``inputs`` (a plan file's values) makes ``inputs`` a second root expressions read.
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
     checker = _Checker(catalog, max_steps, durable)
-    return checker.run(raw)
+    if inputs is None:
+        return checker.run(raw)
+    checker.roots = ("inputs",)
+    try:
+        values = plain_json(dict(inputs))
+    except StepError as exc:
+        checker.add(
+            "schema", f"the inputs are not plain JSON: {exc}", "pass JSON values", None, "inputs"
+        )
+        values = {}
+    return replace(checker.run(raw), inputs=values)
 
 
 class _Checker:
@@ -170,6 +185,8 @@ class _Checker:
         self.max_steps = max_steps
         self.durable = durable
         self.problems: list[Problem] = []
+        self.roots: tuple[str, ...] = ()
+        """Names besides ``steps`` that expressions may read at the root (``inputs``)."""
         self._prefix = ""
         # step id -> dependency id -> the field that creates the edge (for cycle reports)
         self.edge_fields: dict[str, dict[str, str]] = {}
@@ -891,7 +908,7 @@ class _Checker:
         self, step: Step, fld: str, expr: Expression, allowed: tuple[str, ...] = ()
     ) -> None:
         for name in dict.fromkeys(expr.bare_names):
-            if name in allowed:
+            if name in allowed or name in self.roots:
                 continue
             if name in ALL_BODY_NAMES:
                 self.add(

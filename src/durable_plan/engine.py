@@ -194,7 +194,11 @@ class PlanRun:
         whichever other steps happen to have finished.
         """
         results = self._results
-        return {"steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}}
+        scope = {"steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}}
+        inputs = self._checked.inputs
+        if inputs is not None:
+            scope["inputs"] = inputs  # a plan file's inputs (check_plan(inputs=...))
+        return scope
 
     def bind_args(
         self,

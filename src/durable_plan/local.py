@@ -68,9 +68,12 @@ async def run_checked(
     *,
     tool_timeouts: Mapping[str, float] | None = None,
     default_timeout_s: float | None = None,
+    on_start: Callable[[PlanRun], None] | None = None,  # sees the run (a live progress view)
 ) -> PlanResult:
     """Run an already-checked plan; see ``execute_plan``."""
     run = PlanRun(checked)
+    if on_start is not None:
+        on_start(run)
     timeouts = dict(tool_timeouts or {})
     tasks: dict[asyncio.Task[tuple[bool, Any, float]], StepCall] = {}
 

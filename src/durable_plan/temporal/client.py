@@ -64,7 +64,9 @@ def plan_input(
     """
     tools = tool_table(registry)
     catalog = replace(ToolCatalog.from_options(tools), default_model=model)
-    checked = check_plan(plan, catalog=catalog, max_steps=max_steps, durable=True)
+    checked = check_plan(
+        plan, catalog=catalog, max_steps=max_steps, durable=True, inputs=extra.get("inputs")
+    )
     return checked_input(
         checked,
         tools,

@@ -146,6 +146,9 @@ class PlanInput:
     the plugin's default)."""
     hooks_workflow_id: str | None = None
     """The agent workflow whose tool hooks each step must pass (``HOOK_REQUEST_SIGNAL``)."""
+    inputs: dict[str, Any] | None = None
+    """A plan file's input values, read as ``inputs.<name>`` (``check_plan(inputs=...)``);
+    None (plans started before this field, or without inputs): ``inputs`` is unknown."""
 
 
 @dataclass

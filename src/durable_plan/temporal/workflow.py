@@ -151,7 +151,13 @@ class PlanWorkflow:
         # An empty tool table means no tool may be planned, never "any tool".
         catalog = ToolCatalog.from_options(request.tools, owner_rules=self._owner_rules)
         catalog = replace(catalog, default_model=request.default_model)
-        return check_plan(request.plan, catalog=catalog, max_steps=request.max_steps, durable=True)
+        return check_plan(
+            request.plan,
+            catalog=catalog,
+            max_steps=request.max_steps,
+            durable=True,
+            inputs=request.inputs,
+        )
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(checked)
