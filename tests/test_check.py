@@ -153,6 +153,7 @@ def test_every_problem_code_is_tested() -> None:
         "limit",  # tests/test_hostile_check.py
         "unknown_name",  # tests/test_hostile_check.py
         "owner_rule",  # tests/test_owner_rules.py
+        "prior_reference",  # tests/test_reuse.py
     }
     assert tested == set(get_args(ProblemCode))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -119,6 +119,8 @@ class CheckedStep:
     when: Expression | None
     level: int
     ordered_deps: tuple[str, ...] = ()
+    prior_reads: tuple[str, ...] = ()
+    """Step ids of earlier plans it reads as ``prior.<id>`` (its map body's too), sorted."""
     templates: Mapping[str, Template] = field(default_factory=dict)
     """An agent step's ``prompt`` / ``system_prompt`` with their ``{{ }}`` placeholders."""
     body: CheckedBody | None = None
@@ -155,6 +157,7 @@ def check_plan(
     catalog: ToolCatalog | Iterable[ToolSpec | str] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
     durable: bool = False,
+    prior: Collection[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
 ) -> CheckedPlan:
     """Validate everything, then return the checked plan or raise ``PlanRejected``.
@@ -165,7 +168,7 @@ def check_plan(
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
-    checker = _Checker(catalog, max_steps, durable)
+    checker = _Checker(catalog, max_steps, durable, prior)
     if inputs is None:
         return checker.run(raw)
     checker.roots = ("inputs",)
@@ -180,7 +183,13 @@ def check_plan(
 
 
 class _Checker:
-    def __init__(self, catalog: ToolCatalog | None, max_steps: int, durable: bool) -> None:
+    def __init__(
+        self,
+        catalog: ToolCatalog | None,
+        max_steps: int,
+        durable: bool,
+        prior: Collection[str] | None = None,
+    ) -> None:
         self.catalog = catalog
         self.max_steps = max_steps
         self.durable = durable
@@ -190,6 +199,8 @@ class _Checker:
         self._prefix = ""
         # step id -> dependency id -> the field that creates the edge (for cycle reports)
         self.edge_fields: dict[str, dict[str, str]] = {}
+        self.prior = prior  # None: no conversation, nothing to read as prior
+        self.prior_reads: dict[str, set[str]] = {}
 
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
         if self._prefix:
@@ -246,6 +257,7 @@ class _Checker:
                 body=parsed[sid][4],
                 level=levels_of[sid],
                 ordered_deps=tuple(sorted(deps[sid], key=position.__getitem__)),
+                prior_reads=tuple(sorted(self.prior_reads.get(sid, ()))),
             )
             for step in plan.steps
             for sid in [step.id]
@@ -876,8 +888,44 @@ class _Checker:
             else:
                 deps.add(ref)
                 edge_fields.setdefault(ref, fld)
+        if expr.prior_paths or expr.prior_dynamic:
+            self._check_prior(step, fld, expr)
         if expr.is_dynamic:
             dynamic_fields.append(f"{fld} ({', '.join(expr.dynamic)})")
+
+    def _check_prior(self, step: Step, fld: str, expr: Expression) -> None:
+        """Reads of earlier plans' results: by name, and only of steps that ended ok."""
+        for text in dict.fromkeys(expr.prior_dynamic):
+            self.add(
+                "prior_reference",
+                f"reads {text} without naming one step",
+                "read one earlier step by name: prior.<id>, e.g. prior.lookup.name",
+                step.id,
+                fld,
+            )
+        for ref in sorted(expr.prior_refs):
+            if self.prior is None:
+                self.add(
+                    "prior_reference",
+                    f"reads prior.{ref}, but no earlier plan's results are available here "
+                    "(prior is for a plan submitted after others in one conversation)",
+                    f"run '{ref}' as a step of this plan and read steps.{ref}",
+                    step.id,
+                    fld,
+                )
+            elif ref not in self.prior:
+                known = ", ".join(sorted(self.prior)) or "none yet"
+                self.add(
+                    "prior_reference",
+                    f"reads prior.{ref}, but no earlier plan in this conversation has a step "
+                    f"'{ref}' that ended ok (failed, skipped and not taken steps leave no result)",
+                    f"run '{ref}' as a step of this plan and read steps.{ref}; results that "
+                    f"can be read as prior: {known}",
+                    step.id,
+                    fld,
+                )
+            else:
+                self.prior_reads.setdefault(step.id, set()).add(ref)
 
     def _admit_expression(self, step: Step, fld: str, source: str) -> bool:
         """Bound parsing cost: each expression and all of them together."""

@@ -28,6 +28,7 @@ from durable_plan.limits import (
     truncate_text,
 )
 from durable_plan.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.reuse import PRIOR, Recall, Remembered
 from durable_plan.scheduler import Scheduler
 
 Phase = Literal["pending", "running", "ok", "failed", "skipped", "not_taken"]
@@ -62,7 +63,14 @@ class Progress:
 class PlanRun:
     """Drives one checked plan from first step to ``PlanResult``."""
 
-    def __init__(self, checked: CheckedPlan, limits: ExpressionLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        checked: CheckedPlan,
+        limits: ExpressionLimits = DEFAULT_LIMITS,
+        recall: Recall | None = None,
+    ) -> None:
+        """``recall``: the conversation's remembered steps this plan may reuse and read
+        as ``prior`` (``reuse.py``); None runs every step and remembers nothing."""
         self._checked = checked
         self._budget = expressions.Budget(limits)
         self._exited: dict[str, Any] | None = None
@@ -76,10 +84,17 @@ class PlanRun:
         )
         self._results: dict[str, Any] = {}
         self._outcomes: dict[str, StepOutcome] = {}
+        self._recall = recall
+        self._keys: dict[str, str] = {}  # step -> its arguments' digest, with a recall
+        self._reused: dict[str, int] = {}  # step -> the earlier plan whose result it reused
 
     @property
     def checked(self) -> CheckedPlan:
         return self._checked
+
+    @property
+    def recall(self) -> Recall | None:
+        return self._recall
 
     @property
     def finished(self) -> bool:
@@ -194,7 +209,11 @@ class PlanRun:
         whichever other steps happen to have finished.
         """
         results = self._results
-        scope = {"steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}}
+        scope: dict[str, Any] = {
+            "steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}
+        }
+        if cs.prior_reads and self._recall is not None:
+            scope[PRIOR] = self._recall.prior_scope(cs.prior_reads)
         inputs = self._checked.inputs
         if inputs is not None:
             scope["inputs"] = inputs  # a plan file's inputs (check_plan(inputs=...))
@@ -257,6 +276,8 @@ class PlanRun:
         if cs.step.tool == EXIT:
             self._exit(cs, args)
             return None
+        if self._recall is not None and self._reuse(cs, args):
+            return None
         return StepCall(
             step_id=cs.id,
             tool=cs.step.tool,
@@ -266,6 +287,36 @@ class PlanRun:
             retries=cs.step.retries,
             local=cs.step.local,
         )
+
+    def _reuse(self, cs: CheckedStep, args: dict[str, Any]) -> bool:
+        """True if an earlier plan ran this very call ok: the step ends ok with that result,
+        marked reused, and nothing is invoked (durably: no activity starts)."""
+        assert self._recall is not None
+        key = self._keys[cs.id] = self._recall.key(cs.step.tool, args)
+        hit = self._recall.reuse(cs.id, cs.step.tool, key)
+        if hit is None:
+            return False
+        self._results[cs.id] = hit.result
+        self._reused[cs.id] = hit.plan
+        self._end(cs.id, "ok", None, 0.0, 0)
+        return True
+
+    def remembered(self) -> list[Remembered]:
+        """The steps this plan ran ok (not reused, not exits), in plan order, for the
+        conversation's memory; results over the memory's bound are left out."""
+        recall = self._recall
+        if recall is None:
+            return []
+        learned: list[Remembered] = []
+        for sid, key in self._keys.items():
+            outcome = self._outcomes.get(sid)
+            if outcome is None or outcome.status != "ok" or sid in self._reused:
+                continue
+            entry = recall.learn(sid, outcome.tool, key, self._results[sid])
+            if entry is not None:
+                learned.append(entry)
+        order = {sid: n for n, sid in enumerate(self._checked.steps)}
+        return sorted(learned, key=lambda e: order[e.step])
 
     def _exit(self, cs: CheckedStep, args: dict[str, Any]) -> None:
         """An exit step fired: it ends ok with why, and the scheduler stops the plan."""
@@ -323,6 +374,7 @@ class PlanRun:
             duration_ms=round(duration_ms, 3),
             error=error,
             attempts=attempts,
+            reused_from=self._reused.get(sid),
         )
         self._absorb_scheduler_decisions()
 

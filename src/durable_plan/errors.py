@@ -26,6 +26,7 @@ ProblemCode = Literal[
     "limit",
     "unknown_name",
     "owner_rule",
+    "prior_reference",
 ]
 
 REJECTION_HEADER = "Plan rejected, nothing was executed:"

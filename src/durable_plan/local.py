@@ -18,6 +18,7 @@ from durable_plan.control_steps import LOOPS
 from durable_plan.engine import PlanRun, StepCall
 from durable_plan.errors import StepError, StepFailure
 from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.reuse import Recall
 from durable_plan.tools import ToolRegistry
 
 Invoker = Callable[[str, dict[str, Any]], Awaitable[Any]]
@@ -68,10 +69,15 @@ async def run_checked(
     *,
     tool_timeouts: Mapping[str, float] | None = None,
     default_timeout_s: float | None = None,
+    recall: Recall | None = None,
     on_start: Callable[[PlanRun], None] | None = None,  # sees the run (a live progress view)
 ) -> PlanResult:
-    """Run an already-checked plan; see ``execute_plan``."""
-    run = PlanRun(checked)
+    """Run an already-checked plan; see ``execute_plan``.
+
+    ``recall``: earlier plans' steps this one may reuse or read as ``prior``; once the
+    plan ends, ``recall.learned`` holds the steps it ran ok (``reuse.py``).
+    """
+    run = PlanRun(checked, recall=recall)
     if on_start is not None:
         on_start(run)
     timeouts = dict(tool_timeouts or {})
@@ -106,6 +112,8 @@ async def run_checked(
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+    if recall is not None:
+        recall.learned = run.remembered()
     return run.result()
 
 

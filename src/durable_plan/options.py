@@ -30,6 +30,10 @@ class ToolOptions:
     retries: int = DEFAULT_RETRIES
     heartbeat_timeout_s: float | None = None
     requires_approval: bool = False
+    reuse: bool = True
+    """A later plan of the same conversation may reuse a step of this tool that ended ok
+    with the same id and arguments, instead of running it again (``reuse.py``). Opt out
+    for reads whose answer changes over time; gated tools are never reused."""
     local: bool = False
     allow_local: bool = False
     input_schema: dict[str, Any] | None = None

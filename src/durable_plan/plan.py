@@ -58,7 +58,8 @@ class Step(_Input):
             "Arguments computed from earlier results: argument name -> JSONata expression "
             'over {"steps": {<id>: <result>}}, e.g. {"armour": "steps.monster.armour"} or '
             '{"damages": "[steps.a.damage, steps.b.damage]"}. Reading steps.<id> makes this '
-            "step wait for <id>. A path that matches nothing fails the step."
+            "step wait for <id>. A path that matches nothing fails the step. prior.<id> reads "
+            "the result of a step that ended ok in an earlier plan of this conversation."
         ),
     )
     after: list[StepId] = Field(
@@ -138,6 +139,9 @@ class StepOutcome(_Frozen):
     duration_ms: float = 0.0
     error: str | None = None
     attempts: int = 0
+    reused_from: int | None = None
+    """Set when the step did not run: an earlier plan of the conversation (this number,
+    1 for the first) ran it ok with the same id, tool and arguments (``reuse.py``)."""
 
 
 class PlanResult(_Frozen):

@@ -33,6 +33,15 @@ from durable_plan.ids import child_workflow_id
 from durable_plan.local import Invoker, describe_exception, run_checked
 from durable_plan.local_agents import agent_steps
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
+from durable_plan.reuse import (
+    DEFAULT_MAX_BYTES,
+    REMEMBERED_KEY,
+    Recall,
+    Remembered,
+    StepMemory,
+    repair_hint,
+    reusable_tools,
+)
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
 from durable_plan.temporal.client import checked_input, tool_table
@@ -74,6 +83,10 @@ class WorkflowPlanPlugin(Plugin):
         models: for in-process agent steps, the Strands models (or factories) a step may
             name in ``model``; a step naming none uses the agent's model. Durably, models
             are the names registered through ``StrandsPlugin(models=...)``.
+        remember_steps, remember_bytes: the bounds of the conversation's memory of steps
+            that ended ok, which later plans reuse and read as ``prior.<id>``
+            (``durable_plan.reuse``); past them the least recently used are forgotten.
+            0 turns the memory off.
     """
 
     name = PLUGIN_NAME
@@ -89,6 +102,8 @@ class WorkflowPlanPlugin(Plugin):
         approval_required: Sequence[str] = (),
         max_result_bytes: int | None = None,
         models: Mapping[str, Any] | None = None,
+        remember_steps: int = 64,
+        remember_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         super().__init__()
         self.plannable = list(plannable) if plannable is not None else None
@@ -102,6 +117,9 @@ class WorkflowPlanPlugin(Plugin):
         self._final_answers: dict[str, str] = {}
         self.results: deque[PlanResult] = deque(maxlen=MAX_RESULTS_KEPT)
         self.plans_run = 0
+        self.memory = StepMemory(remember_steps, remember_bytes)
+        """Steps that ended ok in this conversation's plans: durably, part of the agent
+        workflow's state (rebuilt from the plan results in its history on replay)."""
         self._gate_patterns: list[str] = []
         self._agent: Any = None
 
@@ -147,11 +165,19 @@ class WorkflowPlanPlugin(Plugin):
         try:
             registry = self._registry_for(agent, durable)
             catalog = self.catalog(registry, durable=durable)
-            checked = _check(unwrap_peer_input(tool_use["input"]), catalog, self.max_steps, durable)
+            memory = self.memory
+            prior = memory.ids if memory.enabled else None
+            raw = unwrap_peer_input(tool_use["input"])
+            checked = _check(raw, catalog, self.max_steps, durable, prior)
+            recall = None
+            if memory.enabled:
+                reusable = reusable_tools(registry.options(self.approval))
+                recall = memory.recall(checked, plan=self.plans_run + 1, reusable=reusable)
             hooks = ToolHooks(agent) if agent is not None else None
+            learned: list[Remembered] = []
             if durable:
-                result = await self._run_child(
-                    checked, registry, catalog, tool_use_id, hooks, agent
+                result, learned = await self._run_child(
+                    checked, registry, catalog, tool_use_id, hooks, agent, recall
                 )
             else:
                 invoker = _invoker_for(registry, agent)
@@ -164,7 +190,10 @@ class WorkflowPlanPlugin(Plugin):
                     models=self.models,
                     default_model=getattr(agent, "model", None),
                 )
-                result = await run_checked(checked, invoker, tool_timeouts=registry.timeouts())
+                result = await run_checked(
+                    checked, invoker, tool_timeouts=registry.timeouts(), recall=recall
+                )
+                learned = recall.learned if recall is not None else []
         except PlanRejected as exc:
             return _error(tool_use_id, str(exc))
         except _PlanFailed as exc:
@@ -176,12 +205,14 @@ class WorkflowPlanPlugin(Plugin):
             return _error(tool_use_id, f"The plan failed as a whole: {describe_exception(exc)}")
         self.results.append(result)
         self.plans_run += 1
+        self.memory.remember(learned, result)
         if not result.ok:
             report = result_for_model(result)
+            text = failure_text(result, repair_hint(self.memory, result))
             return {
                 "toolUseId": tool_use_id,
                 "status": "error",
-                "content": [{"text": failure_text(result)}, {"json": report}],
+                "content": [{"text": text}, {"json": report}],
             }
         if result.final and self.honor_final:
             self._final_answers[tool_use_id] = json.dumps(result.returned)
@@ -225,7 +256,9 @@ class WorkflowPlanPlugin(Plugin):
         tool_use_id: str,
         hooks: ToolHooks | None,
         agent: Any,
-    ) -> PlanResult:
+        recall: Recall | None,
+    ) -> tuple[PlanResult, list[Remembered]]:
+        """The plan as a child workflow: its result, and the steps it ran ok (to remember)."""
         # Only what this agent may plan travels: agent steps choose among these too.
         plannable = set(catalog.plannable)
         tools = {n: o for n, o in tool_table(registry, self.approval).items() if n in plannable}
@@ -241,6 +274,8 @@ class WorkflowPlanPlugin(Plugin):
             gated = frozenset(n for n, o in tools.items() if o.requires_approval)
             relay.register(child_id, hooks, gated)
             limits["hooks_workflow_id"] = parent.workflow_id
+        if recall is not None:
+            limits["memory"] = recall.to_wire()
         request = checked_input(
             checked,
             tools,
@@ -262,7 +297,8 @@ class WorkflowPlanPlugin(Plugin):
         finally:
             if relay is not None:
                 relay.unregister(child_id)
-        return PlanResult.model_validate(raw)
+        learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
+        return PlanResult.model_validate(raw), learned
 
 
 class PlanTool(AgentTool):
@@ -332,12 +368,14 @@ def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
     return invoke
 
 
-def _check(raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool) -> CheckedPlan:
+def _check(
+    raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool, prior: list[str] | None
+) -> CheckedPlan:
     if not durable:
-        return check_plan(raw, catalog=catalog, max_steps=max_steps)
+        return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior)
     # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
     with workflow.unsafe.imports_passed_through():
-        return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True)
+        return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True, prior=prior)
 
 
 def _error(tool_use_id: str, text: str) -> ToolResult:

@@ -69,6 +69,10 @@ def plan_tool_description(
         '"returns" lists the step ids whose results you get back (default: all). Set '
         '"final": true when those results fully answer the user: the turn then ends with them '
         'and you are not asked again. "on_error": "fail_fast" (default) or "continue".\n'
+        "After a failed plan, submit a corrected one: a step with the same id, tool and "
+        "arguments as one that ended ok in an earlier plan is not run again (its result is "
+        "reused; give it a new id to run it again), and prior.<id> reads such a result "
+        'directly, e.g. {"armour": "prior.lookup.armour"}.\n'
         f"The whole plan is checked before anything runs (at most {max_steps} steps); a rejected "
         'plan lists every problem and ran nothing. You get back {"status", "returned": '
         '{<id>: <result>}, "not_ok": [steps that failed, were skipped or not taken]}.' + tools

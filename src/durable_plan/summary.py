@@ -33,6 +33,8 @@ def summarize(result: PlanResult) -> str:
         )
         if outcome.attempts > 1:
             line += f"  ({outcome.attempts} attempts)"
+        if outcome.reused_from is not None:
+            line += f"  (reused from plan {outcome.reused_from}, not run)"
         if outcome.error:
             line += f"  {outcome.error}"
         lines.append(line)
@@ -55,12 +57,16 @@ def result_for_model(result: PlanResult) -> dict[str, Any]:
     ]
     if problems:
         report["not_ok"] = problems
+    reused = {o.id: o.reused_from for o in result.ledger if o.reused_from is not None}
+    if reused:
+        report["reused"] = reused  # step -> the earlier plan whose result it kept
     report["inference_passes_saved"] = result.inference_passes_saved
     return report
 
 
-def failure_text(result: PlanResult) -> str:
-    """The message a model gets for a plan that ran but failed: each failure, then the ledger."""
+def failure_text(result: PlanResult, repair: str | None = None) -> str:
+    """The message a model gets for a plan that ran but failed: each failure, the ledger,
+    then ``repair``: what a corrected plan can keep (``reuse.repair_hint``)."""
     failed = [o for o in result.ledger if o.status == "failed"]
     lines = ["Plan ran but did not complete:"]
     if result.exited is not None:
@@ -72,9 +78,13 @@ def failure_text(result: PlanResult) -> str:
     lines += [f"- step '{o.id}' ({o.tool}) failed: {o.error}" for o in failed]
     lines.append("Ledger:")
     lines += [
-        f"- {o.id}: {o.status}" + (f" ({o.error})" if o.error and o.status != "failed" else "")
+        f"- {o.id}: {o.status}"
+        + (f" ({o.error})" if o.error and o.status != "failed" else "")
+        + (f" (reused from plan {o.reused_from})" if o.reused_from is not None else "")
         for o in result.ledger
     ]
     if result.returned:
         lines.append(f"Results of steps that ran: {sorted(result.returned)}")
+    if repair:
+        lines.append(repair)
     return "\n".join(lines)

@@ -124,6 +124,7 @@ class ToolRegistry:
         requires_approval: bool = False,
         local: bool = False,
         allow_local: bool = False,
+        reuse: bool = True,
     ) -> Tool:
         """Register a Strands tool, a plain function, or a Temporal activity.
 
@@ -131,6 +132,9 @@ class ToolRegistry:
         for short, pure tools it saves a server round trip per step.
         ``allow_local=True`` lets a plan step ask for that (``"local": true``).
         ``timeout_s`` and ``retries`` are upper bounds: a step may ask for less.
+        ``reuse=False``: a repair plan runs this tool's steps again even when an earlier
+        plan of the conversation ran them ok with the same arguments (for reads whose
+        answer changes over time; see ``durable_plan.reuse``).
         """
         tool = _to_tool(obj, name)
         if tool.name in RESERVED_TOOL_NAMES:
@@ -147,6 +151,7 @@ class ToolRegistry:
             requires_approval=requires_approval,
             local=local,
             allow_local=allow_local,
+            reuse=reuse,
             input_schema=tool.input_schema,
             description=tool.description,
         )

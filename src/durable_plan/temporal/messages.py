@@ -149,6 +149,11 @@ class PlanInput:
     inputs: dict[str, Any] | None = None
     """A plan file's input values, read as ``inputs.<name>`` (``check_plan(inputs=...)``);
     None (plans started before this field, or without inputs): ``inputs`` is unknown."""
+    memory: dict[str, Any] | None = None
+    """The conversation's remembered steps this plan may reuse or read as ``prior``
+    (``reuse.Recall.to_wire``); the plan then returns what it learned under
+    ``"remembered"``. None (plans started before this field, or outside a
+    conversation): every step runs and nothing is remembered."""
 
 
 @dataclass

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.ids import child_workflow_id
     from durable_plan.items import ItemRun
     from durable_plan.options import ToolOptions
+    from durable_plan.reuse import REMEMBERED_KEY, Recall, bounded, reusable_tools
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.hook_relay import HookAsker
@@ -78,6 +79,7 @@ class PlanWorkflow:
         self._task_bytes = _TaskBytes(0)
         self._hooks = HookAsker()
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
+        self._recall: Recall | None = None  # the conversation's steps this plan may reuse
 
     @workflow.run
     async def run(self, request: PlanInput) -> dict[str, Any]:
@@ -151,16 +153,20 @@ class PlanWorkflow:
         # An empty tool table means no tool may be planned, never "any tool".
         catalog = ToolCatalog.from_options(request.tools, owner_rules=self._owner_rules)
         catalog = replace(catalog, default_model=request.default_model)
+        if request.memory is not None:
+            self._recall = Recall.from_wire(request.memory, reusable_tools(request.tools))
+        prior = self._recall.prior_ids if self._recall is not None else None
         return check_plan(
             request.plan,
             catalog=catalog,
             max_steps=request.max_steps,
             durable=True,
+            prior=prior,
             inputs=request.inputs,
         )
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
-        run = self._run = PlanRun(checked)
+        run = self._run = PlanRun(checked, recall=self._recall)
         self._desk = ApprovalDesk(checked.steps)
         order = {sid: n for n, sid in enumerate(checked.steps)}
         tasks: dict[asyncio.Task[Outcome], StepCall] = {}
@@ -601,4 +607,9 @@ def _bounded_payload(run: PlanRun, request: PlanInput) -> dict[str, Any]:
             type="ReturnedTooLarge",
             non_retryable=True,
         )
+    if run.recall is not None:
+        # What this plan ran ok, for the conversation's memory: only what fits, never a
+        # reason for the plan to fail.
+        room = min(run.recall.max_bytes, request.max_returned_bytes - total - 1024)
+        payload[REMEMBERED_KEY] = [entry.to_wire() for entry in bounded(run.remembered(), room)]
     return payload
