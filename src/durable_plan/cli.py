@@ -1,35 +1,85 @@
-"""The `durable-plan` command line.
+"""The `durable-plan` command line: the parsers, and dispatch to one module per command.
 
-Each subcommand is one `_add_<name>(subparsers)` function that builds its parser and sets
-`func`; adding a command means writing such a function and listing it in `_COMMANDS`, without
-touching `main`.
+Each subcommand is one `_add_<name>(subparsers)` function that builds its parser and names
+its handler as "module:function" under `durable_plan.commands`; `main` imports that module
+only when the command runs. Building every parser costs nothing, so `--version`, `--help`
+and `validate` answer without importing Strands or the Temporal client (a second or more).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
+import importlib
 import os
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 from durable_plan import __version__
-from durable_plan.devserver import DevServer, DevServerError, DevServerNotFound
+from durable_plan.commands import (
+    EXIT_BAD_INPUT,
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    CommandError,
+)
 
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler = Callable[[argparse.Namespace], int]
 
-EXIT_SETUP = 2  # the same code argparse uses for a usage error: the fix is on the user's side
+EXIT_SETUP = EXIT_BAD_INPUT  # the same code argparse uses for a usage error
+DEFAULT_TASK_QUEUE = "durable-plan"
+TOOLS_ENV = "DURABLE_PLAN_TOOLS"
+TOOLS_HELP = (
+    "the tools module: an importable module or a .py file whose `registry` (a ToolRegistry) "
+    "or `tools` (a list) holds the tools; MODULE:NAME picks another attribute "
+    f"(default: ${TOOLS_ENV})"
+)
+
+
+def _parser(
+    subparsers: SubParsers, name: str, handler: str, *, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A subcommand's parser; ``handler`` is "module:function" under durable_plan.commands."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=help,
+        description=description or help[0].upper() + help[1:] + ".",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES_HELP,
+    )
+    p.set_defaults(handler=f"durable_plan.commands.{handler}")
+    return p
+
+
+def _add_server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--address",
+        default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+        help="Temporal server HOST:PORT (default: $TEMPORAL_ADDRESS or %(default)s)",
+    )
+    p.add_argument(
+        "--namespace",
+        default=os.environ.get("TEMPORAL_NAMESPACE", "default"),
+        help="namespace (default: $TEMPORAL_NAMESPACE or %(default)s)",
+    )
+
+
+def _add_temporal_cli_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--temporal-cli",
+        metavar="PATH",
+        help="the `temporal` binary (default: $TEMPORAL_CLI, this venv's bin, then PATH)",
+    )
 
 
 # --- dev ------------------------------------------------------------------------------------
 
 
 def _add_dev(subparsers: SubParsers) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = _parser(
+        subparsers,
         "dev",
+        "dev:run_dev",
         help="run a local Temporal dev server in the foreground (Ctrl-C stops it)",
         description="Run `temporal server start-dev` on 127.0.0.1 until Ctrl-C. Without "
         "--db-filename all workflows are kept in memory and lost when it stops.",
@@ -59,115 +109,139 @@ def _add_dev(subparsers: SubParsers) -> None:
         help="run the server exactly as `temporal server start-dev` does (slower steps)",
     )
     _add_temporal_cli_option(p)
-    p.set_defaults(func=run_dev)
 
 
-def _pairs(values: list[str] | None, untuned: bool) -> dict[str, str] | None:
-    """None keeps DevServer's tuned default; --untuned or explicit values replace it."""
-    if values is None:
-        return {} if untuned else None
-    pairs: dict[str, str] = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"durable-plan dev: expected KEY=VALUE, got {item!r}")
-        pairs[key] = value
-    return pairs
+# --- plan files: validate, graph, run -------------------------------------------------------
 
 
-def _add_temporal_cli_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--temporal-cli",
-        metavar="PATH",
-        help="the `temporal` binary (default: $TEMPORAL_CLI, this venv's bin, then PATH)",
+def _add_validate(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "validate",
+        "files:validate",
+        help="check plan files without running them: every problem in every file",
+        description="Check plan files (YAML or JSON): the plan, its inputs schema, and with "
+        "--tools the tool names and arguments. Prints every problem as FILE:LINE: step, field: "
+        "message. Fix: ... and exits 1 if there is any.",
     )
+    p.add_argument("files", nargs="+", metavar="FILE", help="plan files (.yaml, .yml, .json)")
+    p.add_argument("--tools", metavar="MODULE", default=os.environ.get(TOOLS_ENV), help=TOOLS_HELP)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def run_dev(args: argparse.Namespace) -> int:
-    ui_port = None if args.headless else (args.ui_port or args.port + 1000)
-    server = DevServer(
-        port=args.port,
-        ui_port=ui_port,
-        headless=args.headless,
-        db_filename=args.db_filename,
-        temporal_cli=args.temporal_cli,
-        dynamic_config=_pairs(args.dynamic_config_value, args.untuned),
-        sqlite_pragmas=_pairs(args.sqlite_pragma, args.untuned),
+def _add_graph(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "graph",
+        "files:graph",
+        help="draw a plan file's DAG (Mermaid, DOT, or SVG/PNG with Graphviz)",
+        description="Draw the plan's steps and dependencies: levels left to right, `when` "
+        "conditions on the edges they read, `join: any` steps with dashed inputs, returned "
+        "steps in bold. Without -o, prints Mermaid (or --format dot) to stdout.",
     )
-    server.start()
-    try:
-        storage = args.db_filename or "in memory (lost on stop; --db-filename PATH keeps it)"
-        print(f"Temporal dev server: {server.target}  (namespace {server.namespace})", flush=True)
-        if server.ui_url:
-            print(f"Web UI:              {server.ui_url}", flush=True)
-        print(f"Storage:             {storage}", flush=True)
-        print(f"Server log:          {server.log_path}", flush=True)
-        print("Press Ctrl-C to stop.", flush=True)
-        code = server.run_foreground()
-    finally:
-        server.stop()
-    if code != 0:
-        print(f"Temporal dev server exited with code {code}:\n{server.log_tail()}", file=sys.stderr)
-        return 1
-    print("Stopped.", flush=True)
-    return 0
-
-
-# --- show / decide: a running plan and its approvals ----------------------------------------
-
-
-def _add_server_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="a plan file")
     p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="write OUT; the suffix picks the format: .svg, .png (Graphviz `dot`), .mmd, .dot",
+    )
+    p.add_argument("--format", choices=["mermaid", "dot"], default="mermaid", help="for stdout")
+
+
+def _add_run(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "run",
+        "run:run",
+        help="run a plan file, in-process or on a Temporal server, with live progress",
+        description="Check the plan file and its inputs, then run it: with --local in this "
+        "process; with --address on that Temporal server; by default on an embedded dev "
+        "server started for this run. Unless --no-worker, a worker for the tools module runs "
+        "in this process. A live table shows progress on a terminal (stderr); the result is "
+        "printed as JSON on stdout.",
+    )
+    p.add_argument("file", metavar="FILE", help="a plan file")
+    p.add_argument(
+        "--input",
+        "-i",
+        dest="inputs",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="an input value (repeatable); text for string inputs, JSON otherwise",
+    )
+    p.add_argument("--tools", metavar="MODULE", default=os.environ.get(TOOLS_ENV), help=TOOLS_HELP)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--local", action="store_true", help="run in this process, no server")
+    where.add_argument(
         "--address",
-        default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-        help="Temporal server (default: $TEMPORAL_ADDRESS or %(default)s)",
+        default=os.environ.get("TEMPORAL_ADDRESS"),
+        help="run on this Temporal server HOST:PORT (default: $TEMPORAL_ADDRESS, else an "
+        "embedded dev server for this run)",
     )
     p.add_argument(
         "--namespace",
         default=os.environ.get("TEMPORAL_NAMESPACE", "default"),
         help="namespace (default: $TEMPORAL_NAMESPACE or %(default)s)",
     )
+    p.add_argument(
+        "--task-queue",
+        metavar="QUEUE",
+        help=f"task queue (default: a new one for this run; {DEFAULT_TASK_QUEUE!r} with "
+        "--no-worker)",
+    )
+    p.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="start no worker here: one started with `durable-plan worker` runs the steps",
+    )
+    p.add_argument("--workflow-id", metavar="ID", help="the plan workflow's id (default: new)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress table, only JSON")
+    _add_temporal_cli_option(p)
+
+
+# --- a plan on a server: show, approve (decide), worker -------------------------------------
 
 
 def _add_show(subparsers: SubParsers) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
+    p = _parser(
+        subparsers,
         "show",
+        "ledger:show",
         help="show a plan workflow's ledger; steps awaiting approval with their arguments",
+        description="The ledger of a running or finished plan workflow: the same table "
+        "`durable-plan run` shows live.",
     )
     p.add_argument("workflow_id", help="the plan workflow's id")
+    p.add_argument("--watch", action="store_true", help="redraw until the plan ends")
     p.add_argument("--json", action="store_true", help="print the progress lines as JSON")
     _add_server_options(p)
-    p.set_defaults(func=lambda args: _client_command(_show(args)))
 
 
-async def _show(args: argparse.Namespace) -> int:
-    handle = await _plan_handle(args)
-    lines = await handle.progress()
-    if args.json:
-        print(json.dumps(lines, indent=2))
-        return 0
-    print(render_progress(lines))
-    return 0
-
-
-def render_progress(lines: list[dict[str, Any]]) -> str:
-    """The ledger as text; a step awaiting approval shows the arguments being approved."""
-    out = []
-    for line in lines:
-        error = f"  {line['error']}" if line.get("error") else ""
-        attempts = f" x{line['attempts']}" if line.get("attempts", 0) > 1 else ""
-        out.append(f"{line['id']:<20} {line['tool']:<24} {line['phase']}{attempts}{error}")
-        if line["phase"] == "awaiting_approval":
-            out.append(f"    arguments: {json.dumps(line.get('args'), sort_keys=True)}")
-            out.append(f"    digest:    {line.get('args_digest')}")
-        for refused in line.get("refused_decisions", []):
-            out.append(f"    {refused}")
-    return "\n".join(out)
+def _add_approve(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "approve",
+        "ledger:approve",
+        help="approve (or --reject) a step that is awaiting approval",
+    )
+    p.add_argument("workflow_id", help="the plan workflow's id")
+    p.add_argument("step_id", help="the step awaiting approval")
+    p.add_argument("--reject", action="store_true", help="reject instead of approving")
+    p.add_argument("--reason", default="", help="why (shown to the model on a rejection)")
+    p.add_argument(
+        "--digest", help="the arguments' digest from `durable-plan show`: refuse if they changed"
+    )
+    _add_server_options(p)
 
 
 def _add_decide(subparsers: SubParsers) -> None:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "decide", help="approve or reject a step that is awaiting approval"
+    p = _parser(
+        subparsers,
+        "decide",
+        "ledger:approve",
+        help="approve or reject a step that is awaiting approval (older spelling of approve)",
     )
     p.add_argument("workflow_id", help="the plan workflow's id")
     p.add_argument("step_id", help="the step awaiting approval")
@@ -176,57 +250,48 @@ def _add_decide(subparsers: SubParsers) -> None:
     verdict.add_argument("--reject", action="store_true")
     p.add_argument("--reason", default="", help="why (shown to the model on a rejection)")
     p.add_argument(
-        "--digest",
-        help="the arguments' digest from `durable-plan show`: refuse if they changed",
+        "--digest", help="the arguments' digest from `durable-plan show`: refuse if they changed"
     )
     _add_server_options(p)
-    p.set_defaults(func=lambda args: _client_command(_decide(args)))
 
 
-async def _decide(args: argparse.Namespace) -> int:
-    handle = await _plan_handle(args)
-    try:
-        taken = await handle.decide(
-            args.step_id, args.approve, args.reason, args_digest=args.digest
-        )
-    except ValueError as err:
-        print(f"durable-plan: refused: {err}", file=sys.stderr)
-        return 1
-    print(f"{args.step_id}: {taken}")
-    return 0
-
-
-def _client_command(command: Coroutine[Any, Any, int]) -> int:
-    """Run a command that talks to a server, then leave the process at once.
-
-    The Temporal client's native runtime can abort the interpreter while it
-    finalizes after a failed update ("PyGILState_Release ... must be current",
-    exit -6), turning a clean refusal into a crash; exiting without
-    finalization keeps the command's own exit code. Output is flushed first.
-    """
-    code = asyncio.run(command)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-async def _plan_handle(args: argparse.Namespace) -> Any:
-    from temporalio.client import Client
-
-    from durable_plan.temporal.client import PlanHandle
-
-    client = await Client.connect(args.address, namespace=args.namespace)
-    return PlanHandle(client.get_workflow_handle(args.workflow_id))
+def _add_worker(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "worker",
+        "worker:worker",
+        help="run a worker for a tools module: plan workflows and one activity per tool",
+        description="Poll a task queue for plan workflows and the tools module's tools until "
+        "Ctrl-C or SIGTERM (running steps may finish first). Start plans on the same queue: "
+        "`durable-plan run FILE --address ... --no-worker --task-queue QUEUE`.",
+    )
+    p.add_argument("--tools", metavar="MODULE", default=os.environ.get(TOOLS_ENV), help=TOOLS_HELP)
+    p.add_argument(
+        "--task-queue", metavar="QUEUE", default=DEFAULT_TASK_QUEUE, help="(default: %(default)s)"
+    )
+    _add_server_options(p)
 
 
 # --- entry point ----------------------------------------------------------------------------
 
-_COMMANDS: list[Callable[[SubParsers], None]] = [_add_dev, _add_show, _add_decide]
+_COMMANDS: list[Callable[[SubParsers], None]] = [
+    _add_validate,
+    _add_graph,
+    _add_run,
+    _add_show,
+    _add_approve,
+    _add_worker,
+    _add_dev,
+    _add_decide,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="durable-plan", description="Temporal-durable plan executor for LLM agents."
+        prog="durable-plan",
+        description="Temporal-durable plan executor for LLM agents.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -235,21 +300,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _handler(name: str) -> Handler:
+    module, _, function = name.partition(":")
+    handler: Handler = getattr(importlib.import_module(module), function)
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    func: Handler | None = getattr(args, "func", None)
-    if func is None:
+    name: str | None = getattr(args, "handler", None)
+    if name is None:
         parser.print_help(sys.stderr)
         return EXIT_SETUP
     try:
-        return func(args)
-    except DevServerNotFound as err:
-        # A setup problem, not a bug: one line with the fix, no traceback.
+        return _handler(name)(args)
+    except CommandError as err:
+        # A problem the user can fix: one line, no traceback.
         print(f"durable-plan: error: {err}", file=sys.stderr)
-        return EXIT_SETUP
-    except DevServerError as err:
-        print(f"durable-plan: error: {err}", file=sys.stderr)
-        return 1
+        return err.code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED

@@ -1,0 +1,94 @@
+"""What every command that talks to a Temporal server shares: connecting, finding a plan
+workflow, and leaving the process without the Temporal runtime's finalizer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from durable_plan.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_SERVER, CommandError
+
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowExecutionDescription
+
+    from durable_plan.temporal.client import PlanHandle
+
+CONNECT_TIMEOUT_S = 10.0
+START_HINT = "start one with `durable-plan dev`, or pass --address HOST:PORT"
+
+
+async def connect(address: str, namespace: str, **kwargs: Any) -> Client:
+    """A client, or ``CommandError(EXIT_NO_SERVER)`` saying in one line that nobody answers."""
+    from temporalio.client import Client
+
+    try:
+        return await asyncio.wait_for(
+            Client.connect(address, namespace=namespace, **kwargs), CONNECT_TIMEOUT_S
+        )
+    except TimeoutError:
+        reason = f"no answer within {CONNECT_TIMEOUT_S:g} s"
+    except RuntimeError as exc:
+        reason = connect_reason(exc)
+    raise CommandError(
+        EXIT_NO_SERVER, f"no Temporal server answers at {address} ({reason}); {START_HINT}"
+    )
+
+
+def connect_reason(exc: BaseException) -> str:
+    """The OS's words from the SDK's nested transport error ("Connection refused")."""
+    text = str(exc)
+    found = re.search(r'message: "([^"]+)"', text) or re.search(r"error: (\w[^(]*)", text)
+    return found.group(1).strip() if found else text.splitlines()[0][:120]
+
+
+async def plan_handle(
+    client: Client, workflow_id: str, address: str
+) -> tuple[PlanHandle, WorkflowExecutionDescription]:
+    """The plan workflow ``workflow_id`` and its description; one-line errors otherwise."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from durable_plan.temporal.client import PlanHandle
+    from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
+
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise CommandError(
+                EXIT_BAD_INPUT,
+                f"no workflow {workflow_id!r} on {address} (namespace {client.namespace}): "
+                f"{exc.message}; check the id (the Temporal UI lists them)",
+            ) from None
+        raise CommandError(EXIT_NO_SERVER, f"{address}: {exc.message}") from None
+    if description.workflow_type != PLAN_WORKFLOW_NAME:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"workflow {workflow_id!r} is a {description.workflow_type}, not a plan; the plans "
+            f"it submits run as child workflows {workflow_id}/plan/<tool use id>",
+        )
+    return PlanHandle(handle), description
+
+
+def client_command(command: Coroutine[Any, Any, int]) -> NoReturn:
+    """Run a command that talks to a server, then leave the process at once.
+
+    The Temporal client's native runtime can abort the interpreter while it
+    finalizes after a failed update ("PyGILState_Release ... must be current",
+    exit -6), turning a clean refusal into a crash; exiting without
+    finalization keeps the command's own exit code. Output is flushed first.
+    """
+    try:
+        code = asyncio.run(command)
+    except CommandError as err:
+        print(f"durable-plan: error: {err}", file=sys.stderr)
+        code = err.code
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
