@@ -513,7 +513,7 @@ def find_python(explicit: str | None) -> str:
     for root in (os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")):
         if root:
             found = glob.glob(os.path.join(root, "versions", "3.1[2-9]*", "bin", "python3"))
-            candidates += sorted(found, reverse=True)
+            candidates += sorted(found)  # the oldest first: 3.12, as the reference asks
     for candidate in candidates:
         if candidate and _is_312(candidate):
             return candidate
