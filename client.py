@@ -4,6 +4,11 @@ python client.py --demo               # offline: starts its own dev server and w
 python client.py                      # against `durable-plan dev` + `python worker.py`
 python client.py --live               # a real Bedrock model writes the plans
 python client.py --round              # the combat round (three maps over the action log)
+python client.py --address host:7233  # another server (or TEMPORAL_ADDRESS=host:7233)
+
+Without --live the worker's scripted model answers (offline, no credentials); it knows only
+the demo's prompts. Exit status: 0 answered, 1 a conversation failed (its root cause is
+printed), 2 a setup problem (no server at the address, no `temporal` binary for --demo).
 """
 
 from __future__ import annotations
@@ -12,31 +17,52 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 
 from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, ROUND_PROMPT
-from durable_plan.devserver import DevServer, DevServerNotFound
-from worker import DEFAULT_TARGET, TASK_QUEUE, build_worker, connect
+from durable_plan.connection import (
+    DEFAULT_ADDRESS,
+    ServerUnreachable,
+    add_server_arguments,
+    default_ui_url,
+    workflow_url,
+)
+from durable_plan.devserver import DevServer, DevServerError, DevServerNotFound
+from durable_plan.temporal.client import no_worker_message, task_queue_has_pollers
+from durable_plan.temporal.failures import root_message
+from worker import TASK_QUEUE, build_worker, connect
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
+
+EXIT_FAILED = 1
+EXIT_SETUP = 2
+
+
+class ConversationFailed(RuntimeError):
+    """The game master's workflow failed; the message is its root cause, on one line."""
 
 
 async def converse(
     client: Client, prompt: str, *, model: str, task_queue: str, honor_final: bool = True
 ) -> tuple[str, GameMasterOutput]:
     workflow_id = f"game-master-{uuid.uuid4().hex[:8]}"
-    output = await client.execute_workflow(
-        GameMasterWorkflow.run,
-        GameMasterInput(prompt=prompt, model=model, honor_final=honor_final),
-        id=workflow_id,
-        task_queue=task_queue,
-    )
+    try:
+        output = await client.execute_workflow(
+            GameMasterWorkflow.run,
+            GameMasterInput(prompt=prompt, model=model, honor_final=honor_final),
+            id=workflow_id,
+            task_queue=task_queue,
+        )
+    except WorkflowFailureError as exc:
+        raise ConversationFailed(f"conversation {workflow_id} failed: {root_message(exc)}") from exc
     return workflow_id, output
 
 
-def show(prompt: str, workflow_id: str, output: GameMasterOutput, ui: str | None) -> None:
+def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | None) -> None:
     print(f"> {prompt}")
     try:
         print(json.dumps(json.loads(output.answer), indent=2))
@@ -51,8 +77,8 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, ui: str | None
         f"model round trips: {output.model_round_trips} "
         f"(a plain loop needs {output.plain_loop_round_trips}){inside}"
     )
-    if ui:
-        print(f"Temporal UI: {ui}/namespaces/default/workflows/{workflow_id}")
+    if link:
+        print(f"Temporal UI: {link}")
     print()
 
 
@@ -65,17 +91,36 @@ async def demo_environment() -> AsyncIterator[tuple[Client, str | None]]:
             yield client, server.ui_url
 
 
+@contextlib.asynccontextmanager
+async def remote_environment(
+    address: str, namespace: str, ui_url: str | None, task_queue: str
+) -> AsyncIterator[tuple[Client, str | None]]:
+    """A running server and worker: says so at once if no worker polls the task queue."""
+    client = await connect(address, namespace=namespace)
+    if not await task_queue_has_pollers(client, task_queue):
+        flags = "" if address == DEFAULT_ADDRESS else f" --address {address}"
+        flags += "" if task_queue == TASK_QUEUE else f" --task-queue {task_queue}"
+        fix = (
+            f"the conversation waits until one does: start `python worker.py{flags}` in "
+            "another terminal (Ctrl-C stops this one)"
+        )
+        print(f"client.py: {no_worker_message(task_queue, address, fix)}", file=sys.stderr)
+    yield client, default_ui_url(address) if ui_url is None else (ui_url.rstrip("/") or None)
+
+
 async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", action="store_true", help="own dev server + worker, offline")
     parser.add_argument("--live", action="store_true", help="use the Bedrock model")
     parser.add_argument("--round", action="store_true", help="the combat round (three maps)")
-    parser.add_argument("--prompt", help="your own prompt (needs --live)")
+    parser.add_argument(
+        "--prompt", help="your own prompt (the scripted model knows only the demo's)"
+    )
     parser.add_argument("--prose", action="store_true", help="honor_final=False: prose answer")
     parser.add_argument(
         "--keep", action="store_true", help="with --demo: keep the server up (Ctrl-C stops it)"
     )
-    parser.add_argument("--target", default=DEFAULT_TARGET)
+    add_server_arguments(parser, ui=True)
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     args = parser.parse_args(argv)
     model = "bedrock" if args.live else "scripted"
@@ -83,7 +128,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
     if args.demo and not args.prompt and not args.round:
         prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT]
     try:
-        env = demo_environment() if args.demo else _remote(args.target)
+        env = (
+            demo_environment()
+            if args.demo
+            else remote_environment(args.address, args.namespace, args.ui_url, args.task_queue)
+        )
         async with env as (client, ui):
             for prompt in prompts:
                 workflow_id, output = await converse(
@@ -93,27 +142,33 @@ async def main(argv: Sequence[str] | None = None) -> int:
                     task_queue=args.task_queue,
                     honor_final=not args.prose,
                 )
-                show(prompt, workflow_id, output, ui)
+                link = workflow_url(ui, client.namespace, workflow_id) if ui else None
+                show(prompt, workflow_id, output, link)
             if args.demo and args.keep:
                 print("The dev server and worker keep running; Ctrl-C stops them.", flush=True)
                 await asyncio.Event().wait()
             elif args.demo:
                 print("(the demo's server stops now; --keep keeps it up to browse the UI)")
-    except DevServerNotFound as exc:
-        print(exc)
-        return 2
+    except (ServerUnreachable, DevServerNotFound) as exc:
+        print(f"client.py: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    except DevServerError as exc:
+        print(f"client.py: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_SETUP
+    except ConversationFailed as exc:
+        print(f"client.py: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
-
-
-@contextlib.asynccontextmanager
-async def _remote(target: str) -> AsyncIterator[tuple[Client, str | None]]:
-    client = await connect(target)
-    host, _, port = target.rpartition(":")
-    yield client, f"http://{host}:{int(port) + 1000}" if port.isdigit() else None
 
 
 if __name__ == "__main__":
     try:
-        raise SystemExit(asyncio.run(main()))
+        status = asyncio.run(main())
     except KeyboardInterrupt:
-        raise SystemExit(0) from None
+        status = 130
+    # Leave without interpreter finalization: the Temporal client's native runtime can abort
+    # it after a failed connect ("PyGILState_Release ... must be current", exit 134), which
+    # would replace the one-line message's exit status with a crash.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

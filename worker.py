@@ -2,6 +2,7 @@
 
     python worker.py                      # next to `durable-plan dev` (127.0.0.1:7233)
     python worker.py --live               # real Bedrock model available as "bedrock"
+    python worker.py --address host:7233  # another server (or TEMPORAL_ADDRESS=host:7233)
 
 Models are registered on the *client* through ``StrandsPlugin(models=...)``
 (on the worker as well it would register ``invoke_model`` twice). The scripted
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sys
@@ -26,12 +26,13 @@ from temporalio.worker import Worker
 
 from activities.game_master import GAME_TOOLS
 from activities.scripts import DEMO_SCRIPTS
+from durable_plan.connection import ServerUnreachable, add_server_arguments, default_address
+from durable_plan.connection import connect as connect_server
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
 from workflows.game_master import GameMasterWorkflow
 
 TASK_QUEUE = "durable-plan"
-DEFAULT_TARGET = "127.0.0.1:7233"
 DEFAULT_BEDROCK_MODEL = "global.anthropic.claude-sonnet-4-6"
 
 
@@ -53,12 +54,19 @@ def model_factories(scripted_latency_s: float = 0.0) -> dict[str, Callable[[], A
     }
 
 
-async def connect(target: str = DEFAULT_TARGET, **models: Callable[[], Any]) -> Client:
-    """A client carrying the Strands plugin (models and the pydantic converter)."""
+async def connect(
+    address: str | None = None, *, namespace: str | None = None, **models: Callable[[], Any]
+) -> Client:
+    """A client carrying the Strands plugin (models and the pydantic converter).
+
+    ``address`` / ``namespace`` default to ``$TEMPORAL_ADDRESS`` / ``$TEMPORAL_NAMESPACE``
+    (else the dev server's); a server that does not answer raises ``ServerUnreachable``.
+    """
     factories = {**model_factories(), **models}
-    namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
-    return await Client.connect(
-        target, namespace=namespace, plugins=[StrandsPlugin(models=factories)]
+    return await connect_server(
+        address or default_address(),
+        namespace=namespace,
+        plugins=[StrandsPlugin(models=factories)],
     )
 
 
@@ -83,15 +91,19 @@ def _check_live_credentials() -> None:
         )
 
 
-async def main(argv: Sequence[str] | None = None) -> None:
+async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default=os.environ.get("TEMPORAL_ADDRESS", DEFAULT_TARGET))
+    add_server_arguments(parser)
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     parser.add_argument("--live", action="store_true", help="check Bedrock credentials first")
     args = parser.parse_args(argv)
     if args.live:
         _check_live_credentials()
-    client = await connect(args.target)
+    try:
+        client = await connect(args.address, namespace=args.namespace)
+    except ServerUnreachable as exc:
+        print(f"worker.py: {exc}", file=sys.stderr)
+        return 2
     worker = build_worker(client, args.task_queue)
     # SIGTERM (a deploy, `docker stop`) drains: running steps finish, within the
     # worker's graceful shutdown timeout, instead of waiting out their heartbeat timeout
@@ -99,12 +111,21 @@ async def main(argv: Sequence[str] | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    print(f"worker polling {args.task_queue!r} on {args.target}", flush=True)
+    print(f"worker polling {args.task_queue!r} on {args.address}", flush=True)
     async with worker:
         await stop.wait()
     print("worker stopped", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    try:
+        status = asyncio.run(main())
+    except KeyboardInterrupt:
+        status = 0
+    # Leave without interpreter finalization: the Temporal client's native runtime can abort
+    # it after a failed connect ("PyGILState_Release ... must be current", exit 134), which
+    # would replace the one-line message's exit status with a crash.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

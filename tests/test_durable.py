@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from datetime import timedelta
@@ -362,7 +363,8 @@ async def test_activity_ids_and_summaries_name_the_steps(client: Client, task_qu
     attrs = scheduled[0].activity_task_scheduled_event_attributes
     assert attrs.activity_id == "lookup"
     assert attrs.activity_type.name == "look_up_monster"
-    assert b"lookup: look_up_monster" in scheduled[0].user_metadata.summary.data
+    # The UI shows the activity type (the tool) already; the summary adds the step's level.
+    assert json.loads(scheduled[0].user_metadata.summary.data) == "lookup · level 0"
 
 
 # -- approval gates --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.game_master import GAME_TOOLS
     from durable_plan.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
+    from durable_plan.temporal.failures import root_message
 
 SYSTEM_PROMPT = (
     "You are a Game Master for a tabletop role-playing game.\n\n"
@@ -84,8 +85,10 @@ class GameMasterWorkflow:
         except ApplicationError:
             raise
         except Exception as exc:  # Strands wraps failures; never leave the task retrying
+            # The root cause, not "ActivityError: Activity task failed": the web UI and the
+            # client show only this message.
             raise ApplicationError(
-                f"the agent failed: {type(exc).__name__}: {exc}", non_retryable=True
+                f"the agent failed: {root_message(exc)}", type="AgentFailed", non_retryable=True
             ) from exc
         depth = sum(len(r.levels) for r in plugin.results)
         return GameMasterOutput(

@@ -49,6 +49,7 @@ from durable_plan.temporal.hook_relay import hook_relay
 from durable_plan.temporal.messages import failure_message
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolRegistry
+from durable_plan.ui_summary import plan_details, plan_summary
 
 PLUGIN_NAME = "durable-plan"
 MAX_RESULTS_KEPT = 64
@@ -291,6 +292,8 @@ class WorkflowPlanPlugin(Plugin):
                 id=child_id,
                 task_queue=self.task_queue or parent.task_queue,
                 result_type=dict,
+                static_summary=plan_summary(checked),
+                static_details=plan_details(checked),
             )
         except ChildWorkflowError as exc:
             raise _PlanFailed(failure_message(exc)) from None

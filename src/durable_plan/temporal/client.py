@@ -3,15 +3,25 @@
 The plan is checked here first, so a bad plan fails in the caller and starts
 no workflow. Results come back as the same ``PlanResult`` the in-process
 runner returns.
+
+A plan runs only where a worker (``plan_worker``) polls its task queue; without
+one it waits, durably and silently. ``start_plan`` therefore asks the server
+whether anything polls the queue and warns (or raises, or stays quiet: the
+``if_no_worker`` option) instead of leaving the caller waiting without a word.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -33,10 +43,73 @@ from durable_plan.temporal.messages import (
 )
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolOptions, ToolRegistry
+from durable_plan.ui_summary import plan_details, plan_summary
+
+NoWorker = Literal["warn", "raise", "ignore"]
+"""What ``start_plan`` does when no worker polls the task queue (see ``start_plan``)."""
+
+WORKER_GRACE_S = 1.0
+"""How long a queue may look empty before it counts as having no worker: a worker started a
+moment ago in this process may not have sent its first poll yet."""
 
 
 class PlanFailed(RuntimeError):
     """The plan workflow itself failed (not a step: the plan as a whole)."""
+
+
+class NoWorkerError(RuntimeError):
+    """No worker polls the task queue (``if_no_worker="raise"``); no workflow was started."""
+
+
+class NoWorkerWarning(UserWarning):
+    """No worker polls the task queue: the plan waits until one does (``if_no_worker="warn"``)."""
+
+
+def no_worker_message(task_queue: str, address: str, fix: str | None = None) -> str:
+    """One line: which queue has no worker, on which server, and how to start one."""
+    fix = fix or (
+        f"the plan waits until one does: run plan_worker(client, task_queue={task_queue!r}, "
+        "registry=...) in a process that stays up"
+    )
+    return f"no worker polls task queue {task_queue!r} on {address}; {fix}"
+
+
+async def task_queue_has_pollers(
+    client: Client, task_queue: str, *, grace_s: float = WORKER_GRACE_S
+) -> bool:
+    """True if a worker polls ``task_queue`` for workflow tasks (asked again for up to
+    ``grace_s`` seconds before answering False, so a worker that is starting counts).
+
+    The server remembers a poller for a few minutes, so a worker that stopped a moment ago
+    still counts: this catches "no worker was ever started", not every crash.
+    """
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    while True:
+        response = await client.workflow_service.describe_task_queue(request)
+        if response.pollers:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(min(0.1, grace_s))
+
+
+async def _worker_seen(client: Client, task_queue: str) -> bool:
+    """`task_queue_has_pollers`, or True when the server will not say (a namespace whose
+    credentials may not describe task queues): the check is a courtesy, never a failure."""
+    try:
+        return await task_queue_has_pollers(client, task_queue)
+    except RPCError:
+        return True
+
+
+def _address(client: Client) -> str:
+    return str(client.service_client.config.target_host)
 
 
 def tool_table(
@@ -62,12 +135,27 @@ def plan_input(
     ``model``: the model of agent steps that name none, a name registered through
     ``StrandsPlugin(models=...)`` on the worker's client.
     """
+    return _prepare(
+        plan, registry, max_steps=max_steps, max_result_bytes=max_result_bytes, model=model, **extra
+    )[1]
+
+
+def _prepare(
+    plan: Plan | Mapping[str, Any] | str,
+    registry: ToolRegistry | Mapping[str, ToolOptions],
+    *,
+    max_steps: int,
+    max_result_bytes: int,
+    model: str | None,
+    **extra: Any,
+) -> tuple[CheckedPlan, PlanInput]:
+    """The checked plan (the UI's summary is built from it) and the workflow input."""
     tools = tool_table(registry)
     catalog = replace(ToolCatalog.from_options(tools), default_model=model)
     checked = check_plan(
         plan, catalog=catalog, max_steps=max_steps, durable=True, inputs=extra.get("inputs")
     )
-    return checked_input(
+    request = checked_input(
         checked,
         tools,
         max_steps=max_steps,
@@ -75,6 +163,7 @@ def plan_input(
         default_model=model,
         **extra,
     )
+    return checked, request
 
 
 def checked_input(checked: CheckedPlan, tools: dict[str, ToolOptions], **fields: Any) -> PlanInput:
@@ -163,25 +252,59 @@ async def start_plan(
     max_steps: int = DEFAULT_MAX_STEPS,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     start_options: Mapping[str, Any] | None = None,
+    if_no_worker: NoWorker = "warn",
     **extra: Any,
 ) -> PlanHandle:
     """Check, then start ``PlanWorkflow``; returns at once with a handle.
 
+    A ``plan_worker`` for ``task_queue`` (with the same tools) must run somewhere: this
+    process or another. ``if_no_worker`` says what happens when none polls the queue:
+    ``"warn"`` (default) starts the plan and warns with a ``NoWorkerWarning`` that it will
+    wait; ``"raise"`` raises ``NoWorkerError`` and starts nothing (scripts and CI that
+    should fail fast); ``"ignore"`` starts it quietly (workers that come later on purpose).
+    Warning rather than raising by default because starting before the workers is valid
+    Temporal (a deploy, workers scaled from zero: the plan waits durably), while waiting
+    without a word is what leaves people stuck. The check costs one request, sent
+    alongside the start (``"raise"``: before it), and up to a second only when the queue
+    looks empty.
+
     ``start_options`` go to ``Client.start_workflow`` (timeouts, search attributes...);
     ``extra`` fields go into ``PlanInput`` (``max_returned_bytes``, ``task_queue`` ...).
+    The web UI shows the plan's steps by level as the workflow's summary, and a table of
+    them as its details.
     """
-    request = plan_input(
-        plan, registry, max_steps=max_steps, max_result_bytes=max_result_bytes, **extra
+    checked, request = _prepare(
+        plan,
+        registry,
+        max_steps=max_steps,
+        max_result_bytes=max_result_bytes,
+        model=extra.pop("model", None),
+        **extra,
     )
-    handle = await client.start_workflow(
+    if if_no_worker == "raise" and not await _worker_seen(client, task_queue):
+        raise NoWorkerError(no_worker_message(task_queue, _address(client)))
+    options: dict[str, Any] = {
+        # A worker for this queue in this process gets the first workflow task in the
+        # start response, saving a server round trip; elsewhere it is a no-op.
+        "request_eager_start": True,
+        "static_summary": plan_summary(checked),
+        "static_details": plan_details(checked),
+        **dict(start_options or {}),
+    }
+    start = client.start_workflow(
         PLAN_WORKFLOW_NAME,
         request,
         id=workflow_id or f"plan-{uuid.uuid4()}",
         task_queue=task_queue,
-        # A worker for this queue in this process gets the first workflow task in the
-        # start response, saving a server round trip; elsewhere it is a no-op.
-        **{"request_eager_start": True, **dict(start_options or {})},
+        **options,
     )
+    if if_no_worker != "warn":
+        return PlanHandle(await start)
+    handle, polled = await asyncio.gather(start, _worker_seen(client, task_queue))
+    if not polled:
+        warnings.warn(
+            NoWorkerWarning(no_worker_message(task_queue, _address(client))), stacklevel=2
+        )
     return PlanHandle(handle)
 
 
@@ -193,6 +316,7 @@ async def run_plan(
     registry: ToolRegistry | Mapping[str, ToolOptions],
     **kwargs: Any,
 ) -> PlanResult:
-    """Start a plan and wait for its ``PlanResult``."""
+    """Start a plan and wait for its ``PlanResult`` (a ``plan_worker`` must poll
+    ``task_queue``; see ``start_plan`` for ``if_no_worker`` and the other options)."""
     handle = await start_plan(client, plan, task_queue=task_queue, registry=registry, **kwargs)
     return await handle.result()

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         StepResponse,
         failure_message,
     )
+    from durable_plan.ui_summary import StepSummaries, agent_step_summary
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
 
@@ -79,6 +80,7 @@ class PlanWorkflow:
         self._task_bytes = _TaskBytes(0)
         self._hooks = HookAsker()
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
+        self._summaries: StepSummaries | None = None  # the UI's activity summaries, built once
         self._recall: Recall | None = None  # the conversation's steps this plan may reuse
 
     @workflow.run
@@ -167,6 +169,7 @@ class PlanWorkflow:
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(checked, recall=self._recall)
+        self._summaries = StepSummaries(checked)
         self._desk = ApprovalDesk(checked.steps)
         order = {sid: n for n, sid in enumerate(checked.steps)}
         tasks: dict[asyncio.Task[Outcome], StepCall] = {}
@@ -350,6 +353,7 @@ class PlanWorkflow:
                 task_queue=request.task_queue or me.task_queue,
                 result_type=dict,
                 execution_timeout=timedelta(seconds=call.timeout_s) if call.timeout_s else None,
+                static_summary=agent_step_summary(call.step_id, call.level, str(args["prompt"])),
             )
         except ChildWorkflowError as exc:
             return False, failure_message(exc), _ms(started), 1
@@ -372,6 +376,10 @@ class PlanWorkflow:
                 self._server_events += 1
         except ActivityError as exc:
             return _failure(exc, policy.timeout_s, policy.max_attempts)
+
+    def _summary(self, call: StepCall) -> str | None:
+        """What the UI shows next to the activity type (the tool): id, level, bindings."""
+        return None if self._summaries is None else self._summaries.of(call.step_id)
 
     @workflow.signal(name=HOOK_REPLY_SIGNAL)
     def hook_reply(self, reply: HookReply) -> None:
@@ -399,7 +407,7 @@ class PlanWorkflow:
             request.max_result_bytes,
             policy.retries if policy.interruptions else None,
         )
-        common = policy.activity_options(call, request)
+        common = policy.activity_options(call, request, self._summary(call))
         wire: Any
         if policy.local:
             wire = await workflow.execute_local_activity(
@@ -424,7 +432,7 @@ class PlanWorkflow:
             call.tool,
             args=options.positional(call.args),
             **policy.remote_options(request),
-            **policy.activity_options(call, request),
+            **policy.activity_options(call, request, self._summary(call)),
         )
         return True, result, 0.0, 1
 
@@ -500,7 +508,9 @@ class _StepPolicy:
     def max_attempts(self) -> int:
         return self.retries + 1 + self.interruptions
 
-    def activity_options(self, call: StepCall, request: PlanInput) -> dict[str, Any]:
+    def activity_options(
+        self, call: StepCall, request: PlanInput, summary: str | None = None
+    ) -> dict[str, Any]:
         return {
             "start_to_close_timeout": timedelta(seconds=self.timeout_s),
             "retry_policy": RetryPolicy(
@@ -510,7 +520,7 @@ class _StepPolicy:
                 maximum_attempts=self.max_attempts,
             ),
             "activity_id": call.step_id,
-            "summary": f"{call.step_id}: {call.tool}",
+            "summary": summary or call.step_id,
         }
 
     def remote_options(self, request: PlanInput) -> dict[str, Any]:

@@ -1,0 +1,175 @@
+"""Where the Temporal server and its web UI are, and a connect that explains a miss.
+
+`worker.py`, `client.py`, the examples and the command line all read the same settings
+(``--address`` / ``TEMPORAL_ADDRESS``, ``--namespace`` / ``TEMPORAL_NAMESPACE``,
+``--ui-url`` / ``TEMPORAL_UI_URL``) with the same defaults, so pointing one of them at a
+server points all of them there. A server that does not answer is a setup problem, not a
+bug: `connect` turns the SDK's 40-line transport traceback into one line saying which address
+was tried and how to start a server.
+
+Importing this module is cheap (no Temporal SDK until `connect` runs): the command line
+imports it to build its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = [
+    "ADDRESS_ENV",
+    "DEFAULT_ADDRESS",
+    "DEFAULT_NAMESPACE",
+    "NAMESPACE_ENV",
+    "UI_URL_ENV",
+    "ServerUnreachable",
+    "add_server_arguments",
+    "connect",
+    "default_address",
+    "default_namespace",
+    "default_ui_url",
+    "unreachable_message",
+    "workflow_url",
+]
+
+ADDRESS_ENV = "TEMPORAL_ADDRESS"
+NAMESPACE_ENV = "TEMPORAL_NAMESPACE"
+UI_URL_ENV = "TEMPORAL_UI_URL"
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_NAMESPACE = "default"
+# `temporal server start-dev` and `durable-plan dev` serve the UI on the gRPC port + 1000
+# (7233 -> 8233); a server elsewhere has no such rule, so no UI link is guessed for it.
+DEV_UI_PORT_OFFSET = 1000
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+class ServerUnreachable(RuntimeError):
+    """No Temporal server answered; the message is one line with the address and the fix."""
+
+
+def default_address() -> str:
+    """``$TEMPORAL_ADDRESS``, else the dev server's ``127.0.0.1:7233``."""
+    return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+
+
+def default_namespace() -> str:
+    """``$TEMPORAL_NAMESPACE``, else ``default``."""
+    return os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
+
+
+def default_ui_url(address: str) -> str | None:
+    """``$TEMPORAL_UI_URL`` (empty: no UI links), else the dev server's UI for a loopback
+    address (its port + 1000), else None: a guess for a remote server would be a wrong link."""
+    explicit = os.environ.get(UI_URL_ENV)
+    if explicit is not None:
+        return explicit.rstrip("/") or None
+    host, _, port = address.rpartition(":")
+    if host in _LOOPBACK and port.isdigit():
+        return f"http://{host}:{int(port) + DEV_UI_PORT_OFFSET}"
+    return None
+
+
+def workflow_url(ui_url: str, namespace: str, workflow_id: str) -> str:
+    """The web UI page of one workflow (ids of child plans hold ``/``, so they are quoted)."""
+    return f"{ui_url.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/" + quote(
+        workflow_id, safe=""
+    )
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, *, ui: bool = False) -> None:
+    """``--address`` (alias ``--target``), ``--namespace`` and, with ``ui``, ``--ui-url``."""
+    parser.add_argument(
+        "--address",
+        "--target",
+        dest="address",
+        metavar="HOST:PORT",
+        default=default_address(),
+        help=f"Temporal server (default: ${ADDRESS_ENV} or {DEFAULT_ADDRESS})",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=default_namespace(),
+        help=f"namespace (default: ${NAMESPACE_ENV} or {DEFAULT_NAMESPACE})",
+    )
+    if ui:
+        parser.add_argument(
+            "--ui-url",
+            metavar="URL",
+            default=None,
+            help=f"the web UI, for links (default: ${UI_URL_ENV}, else port + 1000 for a "
+            "dev server on this machine; '' for none)",
+        )
+
+
+def unreachable_message(address: str, reason: str = "") -> str:
+    """One line: which address did not answer, why, and how to start a server there."""
+    why = f" ({reason})" if reason else ""
+    cli = _bundled_cli()
+    bundled = f" or `{cli} server start-dev`" if cli else ""
+    return (
+        f"no Temporal server answers at {address}{why}: start one with `durable-plan dev`"
+        f"{bundled}, or point --address / {ADDRESS_ENV} at yours"
+    )
+
+
+async def connect(
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    timeout_s: float = 10.0,
+    **kwargs: Any,
+) -> Client:
+    """``Client.connect`` with the shared defaults; a server that does not answer within
+    ``timeout_s`` raises `ServerUnreachable` (one line) instead of the transport's traceback.
+
+    ``kwargs`` go to ``Client.connect`` (``plugins``, ``tls``, ``data_converter`` ...).
+    """
+    from temporalio.client import Client
+
+    target = address or default_address()
+    try:
+        return await asyncio.wait_for(
+            Client.connect(target, namespace=namespace or default_namespace(), **kwargs),
+            timeout_s,
+        )
+    except TimeoutError:
+        raise ServerUnreachable(
+            unreachable_message(target, f"no answer within {timeout_s:g} s")
+        ) from None
+    except RuntimeError as exc:
+        if not str(exc).startswith("Failed client connect"):
+            raise
+        raise ServerUnreachable(unreachable_message(target, _reason(str(exc)))) from None
+
+
+def _reason(text: str) -> str:
+    """The OS's words from the SDK's transport error ("connection refused"), else its tail."""
+    found = re.search(r'message: "([^"]+)"', text)
+    if found:
+        return found.group(1).lower()
+    if "dns error" in text:
+        return "the host name does not resolve"
+    tail = text.removeprefix("Failed client connect:").strip()
+    return tail if len(tail) <= 120 else tail[:117] + "..."
+
+
+def _bundled_cli() -> str | None:
+    """The `temporal` binary the `server` extra put next to this interpreter, as typed from
+    the current directory (``.venv/bin/temporal``), or None if it is not installed."""
+    from durable_plan.devserver import find_temporal_cli
+
+    path = find_temporal_cli()
+    if path is None:
+        return None
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
