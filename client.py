@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, ROUND_PROMPT
+from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, REPAIR_PROMPT, ROUND_PROMPT
 from durable_plan.connection import (
     DEFAULT_ADDRESS,
     ServerUnreachable,
@@ -77,6 +77,11 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | No
         f"model round trips: {output.model_round_trips} "
         f"(a plain loop needs {output.plain_loop_round_trips}){inside}"
     )
+    if output.steps_reused:
+        print(
+            f"plans: {output.plans}, steps run: {output.steps_run}, reused without running: "
+            f"{output.steps_reused} (the repair plan kept the first plan's results)"
+        )
     if link:
         print(f"Temporal UI: {link}")
     print()
@@ -126,7 +131,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     model = "bedrock" if args.live else "scripted"
     prompts = [args.prompt] if args.prompt else [ROUND_PROMPT if args.round else ATTACK_PROMPT]
     if args.demo and not args.prompt and not args.round:
-        prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT]
+        prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT, REPAIR_PROMPT]
     try:
         env = (
             demo_environment()

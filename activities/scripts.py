@@ -15,6 +15,7 @@ from durable_plan.testing.scripted_model import output
 ATTACK_PROMPT = "The mage attacks the goblin. Resolve the attack and tell me the outcome."
 ROUND_PROMPT = "Run combat round 1 against the ogre and narrate it."
 MORALE_PROMPT = "The mage hits the goblin again. Does the wounded goblin flee?"
+REPAIR_PROMPT = "The fighter attacks the skeleton. Resolve the attack."
 
 ATTACK_PLAN: dict[str, Any] = {
     "steps": [
@@ -125,10 +126,38 @@ MORALE_LOOP: list[TurnLike] = [
     ),
 ]
 
+# A repair: the first plan misspells the attack's field in its last step, which fails;
+# the corrected plan keeps the other steps exactly, so the plugin reuses them (the dice
+# are not rolled again) and only the fixed step runs.
+SKELETON_STEPS: list[dict[str, Any]] = [
+    {"id": "lookup", "tool": "look_up_monster", "args": {"name": "skeleton"}},
+    {"id": "attack", "tool": "roll_attack", "bind": {"armour": "steps.lookup.armour"}},
+    {
+        "id": "damage",
+        "tool": "apply_damage",
+        "bind": {"monster": "steps.lookup.name", "damage": "steps.attack.dmg"},
+    },
+]
+MISSPELLED_PLAN: dict[str, Any] = {"steps": SKELETON_STEPS}
+REPAIRED_PLAN: dict[str, Any] = {
+    "steps": [
+        *SKELETON_STEPS[:2],
+        {
+            **SKELETON_STEPS[2],
+            "bind": {"monster": "steps.lookup.name", "damage": "steps.attack.damage"},
+        },
+    ],
+    "final": True,
+}
+
 DEMO_SCRIPTS: dict[str, list[TurnLike]] = {
     ATTACK_PROMPT: [call("submit_workflow_plan", **ATTACK_PLAN)],
     ROUND_PROMPT: [call("submit_workflow_plan", **ROUND_PLAN)],
     MORALE_PROMPT: [call("submit_workflow_plan", **MORALE_PLAN)],
+    REPAIR_PROMPT: [
+        call("submit_workflow_plan", **MISSPELLED_PLAN),
+        call("submit_workflow_plan", **REPAIRED_PLAN),
+    ],
     # The agent step's own conversation starts with its rendered prompt.
     "Morale check for the goblin": MORALE_LOOP,
 }

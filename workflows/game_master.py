@@ -55,6 +55,10 @@ class GameMasterOutput:
     plans: int
     agent_step_rounds: int = 0
     """Model calls made inside agent steps (each is a round of its own loop)."""
+    steps_run: int = 0
+    """Plan steps whose tool ran, over every plan of the conversation."""
+    steps_reused: int = 0
+    """Plan steps that kept an earlier plan's result instead of running (a repair)."""
 
 
 @workflow.defn
@@ -90,7 +94,12 @@ class GameMasterWorkflow:
             raise ApplicationError(
                 f"the agent failed: {root_message(exc)}", type="AgentFailed", non_retryable=True
             ) from exc
-        depth = sum(len(r.levels) for r in plugin.results)
+        # One model round trip per level a plain loop would call tools at; a level whose
+        # steps all kept an earlier plan's result (a repair) calls nothing.
+        depth = sum(
+            sum(any(r.outcome(sid).reused_from is None for sid in level) for level in r.levels)
+            for r in plugin.results
+        )
         return GameMasterOutput(
             answer=str(result).strip(),
             model_round_trips=result.metrics.cycle_count,
@@ -103,4 +112,6 @@ class GameMasterWorkflow:
                 for o in r.ledger
                 if o.tool == "agent" and isinstance(value := r.returned.get(o.id), dict)
             ),
+            steps_run=sum(o.attempts > 0 for r in plugin.results for o in r.ledger),
+            steps_reused=sum(o.reused_from is not None for r in plugin.results for o in r.ledger),
         )
