@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowFailureError
 from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, REPAIR_PROMPT, ROUND_PROMPT
 from durable_plan.connection import (
     DEFAULT_ADDRESS,
-    ServerUnreachable,
+    ServerSetupError,
     add_server_arguments,
     default_ui_url,
     workflow_url,
@@ -62,12 +62,26 @@ async def converse(
     return workflow_id, output
 
 
+def readable(answer: str) -> str:
+    """A JSON object with one line per key (short values stay on it), else the text as is."""
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return answer
+    if not isinstance(value, dict) or not value:
+        return json.dumps(value, indent=2)
+    lines = []
+    for key, item in value.items():
+        text = json.dumps(item)
+        if len(text) > 80:
+            text = json.dumps(item, indent=2).replace("\n", "\n  ")
+        lines.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
 def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | None) -> None:
     print(f"> {prompt}")
-    try:
-        print(json.dumps(json.loads(output.answer), indent=2))
-    except ValueError:
-        print(output.answer)
+    print(readable(output.answer))
     inside = (
         f", plus {output.agent_step_rounds} model calls inside an agent step"
         if output.agent_step_rounds
@@ -154,7 +168,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
                 await asyncio.Event().wait()
             elif args.demo:
                 print("(the demo's server stops now; --keep keeps it up to browse the UI)")
-    except (ServerUnreachable, DevServerNotFound) as exc:
+    except (ServerSetupError, DevServerNotFound) as exc:
         print(f"client.py: {exc}", file=sys.stderr)
         return EXIT_SETUP
     except DevServerError as exc:

@@ -26,7 +26,7 @@ from temporalio.worker import Worker
 
 from activities.game_master import GAME_TOOLS
 from activities.scripts import DEMO_SCRIPTS
-from durable_plan.connection import ServerUnreachable, add_server_arguments, default_address
+from durable_plan.connection import ServerSetupError, add_server_arguments, default_address
 from durable_plan.connection import connect as connect_server
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
@@ -60,7 +60,7 @@ async def connect(
     """A client carrying the Strands plugin (models and the pydantic converter).
 
     ``address`` / ``namespace`` default to ``$TEMPORAL_ADDRESS`` / ``$TEMPORAL_NAMESPACE``
-    (else the dev server's); a server that does not answer raises ``ServerUnreachable``.
+    (else the dev server's); a server that does not answer raises ``ServerSetupError``.
     """
     factories = {**model_factories(), **models}
     return await connect_server(
@@ -101,7 +101,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         _check_live_credentials()
     try:
         client = await connect(args.address, namespace=args.namespace)
-    except ServerUnreachable as exc:
+    except ServerSetupError as exc:
         print(f"worker.py: {exc}", file=sys.stderr)
         return 2
     worker = build_worker(client, args.task_queue)
@@ -111,8 +111,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    print(f"worker polling {args.task_queue!r} on {args.address}", flush=True)
     async with worker:
+        print(f"worker polling {args.task_queue!r} on {args.address}", flush=True)
         await stop.wait()
     print("worker stopped", flush=True)
     return 0

@@ -30,6 +30,8 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "NAMESPACE_ENV",
     "UI_URL_ENV",
+    "NamespaceNotFound",
+    "ServerSetupError",
     "ServerUnreachable",
     "add_server_arguments",
     "connect",
@@ -51,8 +53,16 @@ DEV_UI_PORT_OFFSET = 1000
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
-class ServerUnreachable(RuntimeError):
+class ServerSetupError(RuntimeError):
+    """The server cannot be used as configured; the message is one line with the fix."""
+
+
+class ServerUnreachable(ServerSetupError):
     """No Temporal server answered; the message is one line with the address and the fix."""
+
+
+class NamespaceNotFound(ServerSetupError):
+    """The server answered but has no such namespace (a worker would fail on its first poll)."""
 
 
 def default_address() -> str:
@@ -125,20 +135,25 @@ async def connect(
     *,
     namespace: str | None = None,
     timeout_s: float = 10.0,
+    check_namespace: bool = True,
     **kwargs: Any,
 ) -> Client:
     """``Client.connect`` with the shared defaults; a server that does not answer within
-    ``timeout_s`` raises `ServerUnreachable` (one line) instead of the transport's traceback.
+    ``timeout_s`` raises `ServerUnreachable`, and (``check_namespace``, one more request) a
+    namespace it does not have raises `NamespaceNotFound`: one line each, instead of the
+    transport's traceback now or a worker's validation traceback later.
 
     ``kwargs`` go to ``Client.connect`` (``plugins``, ``tls``, ``data_converter`` ...).
     """
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
+    from temporalio.service import RPCError, RPCStatusCode
 
     target = address or default_address()
+    namespace = namespace or default_namespace()
     try:
-        return await asyncio.wait_for(
-            Client.connect(target, namespace=namespace or default_namespace(), **kwargs),
-            timeout_s,
+        client = await asyncio.wait_for(
+            Client.connect(target, namespace=namespace, **kwargs), timeout_s
         )
     except TimeoutError:
         raise ServerUnreachable(
@@ -148,6 +163,20 @@ async def connect(
         if not str(exc).startswith("Failed client connect"):
             raise
         raise ServerUnreachable(unreachable_message(target, _reason(str(exc)))) from None
+    if check_namespace:
+        try:
+            await client.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=namespace)
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise NamespaceNotFound(
+                f"the Temporal server at {target} has no namespace {namespace!r}: create it "
+                f"(`temporal operator namespace create --address {target} "
+                f"--namespace {namespace}`) or choose another with --namespace / {NAMESPACE_ENV}"
+            ) from None
+    return client
 
 
 def _reason(text: str) -> str:
