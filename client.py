@@ -63,20 +63,27 @@ async def converse(
 
 
 def readable(answer: str) -> str:
-    """A JSON object with one line per key (short values stay on it), else the text as is."""
+    """JSON with every value that fits on one line kept on it, else the text as is."""
     try:
-        value = json.loads(answer)
+        return _layout(json.loads(answer), 0)
     except ValueError:
         return answer
-    if not isinstance(value, dict) or not value:
-        return json.dumps(value, indent=2)
-    lines = []
-    for key, item in value.items():
-        text = json.dumps(item)
-        if len(text) > 80:
-            text = json.dumps(item, indent=2).replace("\n", "\n  ")
-        lines.append(f"  {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(lines) + "\n}"
+
+
+def _layout(value: object, indent: int, used: int = 0, width: int = 88) -> str:
+    """``used``: characters already on the line (the indent and the key)."""
+    compact = json.dumps(value)
+    if used + len(compact) <= width or not isinstance(value, dict | list) or not value:
+        return compact
+    pad = " " * (indent + 2)
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            head = f"{pad}{json.dumps(key)}: "
+            items.append(head + _layout(item, indent + 2, len(head)))
+        return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+    items = [pad + _layout(item, indent + 2, len(pad)) for item in value]
+    return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
 
 
 def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | None) -> None:
