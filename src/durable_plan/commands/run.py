@@ -105,7 +105,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
         inputs = resolve_inputs(pf, parse_input_args(pf, args.inputs))
         checked = check_plan_file(pf, catalog=catalog, inputs=inputs, durable=durable)
     except PlanFileError as exc:
-        raise CommandError(EXIT_BAD_INPUT, _lines(exc)) from None
+        text = _lines(exc)
+        if args.local and any(p.code == "not_plannable" for p in exc.problems):
+            text += " (in-process nobody can approve a step: run it without --local)"
+        raise CommandError(EXIT_BAD_INPUT, text) from None
     return Prepared(pf, checked, registry, inputs)
 
 
