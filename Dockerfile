@@ -1,6 +1,7 @@
 # The durable-plan worker image (see docker-compose.yml). The Temporal server runs in its own
-# container, so the `server` extra (the dev-server binaries) is not installed here.
-FROM python:3.11-slim
+# container, so the `server` extra (the dev-server binaries) is not installed here. Pinned like
+# the compose file's images: the Python this project is tested on (3.11), an exact release.
+FROM python:3.11.13-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
