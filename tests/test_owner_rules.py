@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,6 +36,10 @@ from durable_plan.tools import ToolRegistry
 from tests.hooked_workflows import HookedAgentWorkflow, HookedInput
 
 RUNS: list[str] = []
+SLOW_GATE = threading.Event()
+"""Holds a read of ``slow.txt`` until the test sets it (the read runs in an activity thread),
+so a signal sent meanwhile deterministically arrives before the next step is reached."""
+SLOW_GATE.set()
 LAST_PLAN_ID = [""]
 
 
@@ -46,6 +51,8 @@ def read_file(path: str) -> dict[str, Any]:
         path: the file
     """
     RUNS.append(f"read_file {path}")
+    if path == "slow.txt":
+        SLOW_GATE.wait(30)
     return {"path": path, "text": "hello"}
 
 
@@ -282,19 +289,24 @@ async def test_an_early_approve_signal_is_refused_and_the_person_sees_the_bound_
             {"id": "rm", "tool": "delete_files", "bind": {"path": "steps.gate.path"}},
         ]
     }
-    async with plan_worker(client, task_queue=task_queue, registry=registry):
-        handle = await start_plan(client, plan, task_queue=task_queue, registry=registry)
-        # Sent before 'rm' is reached: must not pre-approve it.
-        await handle.handle.signal("approve_step", ApprovalDecision("rm", True, "early"))
-        line = await _phase(handle, "rm", "awaiting_approval")
-        assert line["args"] == {"path": "slow.txt"}
-        assert line["args_digest"] == args_digest({"path": "slow.txt"})
-        assert any("not awaiting approval" in r for r in line.get("refused_decisions", []))
-        with pytest.raises(ValueError, match="digest"):
-            await handle.decide("rm", approved=True, args_digest="0" * 16)
-        assert RUNS == ["read_file slow.txt"], "neither the early signal nor a wrong digest ran it"
-        await handle.decide("rm", approved=True, args_digest=line["args_digest"])
-        result = await handle.result()
+    SLOW_GATE.clear()
+    try:
+        async with plan_worker(client, task_queue=task_queue, registry=registry):
+            handle = await start_plan(client, plan, task_queue=task_queue, registry=registry)
+            # Sent while 'gate' still runs, so before 'rm' is reached: must not pre-approve it.
+            await handle.handle.signal("approve_step", ApprovalDecision("rm", True, "early"))
+            SLOW_GATE.set()
+            line = await _phase(handle, "rm", "awaiting_approval")
+            assert line["args"] == {"path": "slow.txt"}
+            assert line["args_digest"] == args_digest({"path": "slow.txt"})
+            assert any("not awaiting approval" in r for r in line.get("refused_decisions", []))
+            with pytest.raises(ValueError, match="digest"):
+                await handle.decide("rm", approved=True, args_digest="0" * 16)
+            assert RUNS == ["read_file slow.txt"], "neither the early signal nor a bad digest ran"
+            await handle.decide("rm", approved=True, args_digest=line["args_digest"])
+            result = await handle.result()
+    finally:
+        SLOW_GATE.set()
     assert result.outcome("rm").status == "ok"
     assert RUNS == ["read_file slow.txt", "delete_files slow.txt"]
 
