@@ -7,6 +7,7 @@ Unsandboxed like ``PlanWorkflow`` so the comparison isolates durable-plan's own 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -54,3 +55,42 @@ class BareChain:
                     bare_noop, n, start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY
                 )
         return n
+
+
+@activity.defn(name="bare_sum")
+async def bare_sum(values: list[int]) -> int:
+    """A no-op join: returns the sum."""
+    return sum(values)
+
+
+@dataclass
+class BareDagInput:
+    local: bool
+
+
+BARE_DAG_WORKFLOW_NAME = "BareDag"
+
+
+@workflow.defn(name=BARE_DAG_WORKFLOW_NAME, sandboxed=False)
+class BareDag:
+    """bench/throughput.py's 8-step plan in plain Temporal: s0 -> a0..a2 -> b0(a0, a1),
+    b1(a1, a2) -> j(b0, b1) -> t, no-op activities, independent ones side by side."""
+
+    @workflow.run
+    async def run(self, request: BareDagInput) -> int:
+        run = workflow.execute_local_activity if request.local else workflow.execute_activity
+
+        async def noop(n: int) -> int:
+            return int(
+                await run(bare_noop, n, start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+            )
+
+        async def add(values: list[int]) -> int:
+            return int(
+                await run(bare_sum, values, start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
+            )
+
+        s0 = await noop(0)
+        a0, a1, a2 = await asyncio.gather(noop(s0), noop(s0), noop(s0))
+        b0, b1 = await asyncio.gather(add([a0, a1]), add([a1, a2]))
+        return await noop(await add([b0, b1]))

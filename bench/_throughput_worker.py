@@ -1,0 +1,72 @@
+"""The worker process of bench/throughput.py: plans and the bare baseline, nothing else.
+
+A process of its own so its CPU time and peak RSS are the worker's alone (the client
+and the dev server run elsewhere). Prints READY once polling, stops on SIGTERM.
+
+    python -m bench._throughput_worker ADDRESS TASK_QUEUE [OPTIONS_JSON]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+
+from bench._baseline import BareDag, bare_noop, bare_sum
+from durable_plan.temporal.worker import plan_worker
+from durable_plan.tools import ToolRegistry
+
+
+async def step(n: int) -> dict[str, Any]:
+    """An instant step. Returns {"n": n + 1}."""
+    return {"n": n + 1}
+
+
+async def join(values: list[int]) -> dict[str, Any]:
+    """An instant join. Returns {"n": sum(values)}."""
+    return {"n": sum(values)}
+
+
+REGISTRY = ToolRegistry()
+for _tool in (step, join):
+    REGISTRY.add(_tool, allow_local=True)
+
+
+def _options(raw: str) -> dict[str, Any]:
+    """Worker options from JSON; numbers ending in ``_s`` become timedeltas."""
+    options: dict[str, Any] = {}
+    for key, value in json.loads(raw).items():
+        if key.endswith("_s"):
+            options[key[:-2]] = timedelta(seconds=value)
+        else:
+            options[key] = value
+    return options
+
+
+async def main(address: str, task_queue: str, options: dict[str, Any]) -> None:
+    client = await Client.connect(address)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    worker = plan_worker(
+        client,
+        task_queue=task_queue,
+        registry=REGISTRY,
+        workflows=[BareDag],
+        activities=[bare_noop, bare_sum],
+        graceful_shutdown_timeout=timedelta(seconds=1),
+        **options,
+    )
+    async with worker:
+        print("READY", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    raw_options = sys.argv[3] if len(sys.argv) > 3 else "{}"
+    asyncio.run(main(sys.argv[1], sys.argv[2], _options(raw_options)))

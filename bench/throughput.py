@@ -1,0 +1,277 @@
+"""Throughput: many 8-step plans of instant tools at once on one worker, beside bare Temporal.
+
+    python -m bench.throughput                       # 1, 10, 100, 200 at once; about 2-4 minutes
+    python -m bench.throughput --quick               # 1, 10, 100; fewer repeats
+    python -m bench.throughput --untuned             # the dev server as `start-dev` ships it
+    python -m bench.throughput --in-memory           # no db file (default: a WAL sqlite file)
+    python -m bench.throughput --worker-opt max_cached_workflows=100   # try a worker option
+
+The shape (8 steps, 5 levels): s0 -> a0, a1, a2 -> b0(a0, a1), b1(a1, a2) -> j(b0, b1) -> t.
+Four arms, each on a fresh worker process (so its CPU time and peak RSS are its own):
+
+  plan      ``PlanWorkflow``, a regular activity per step
+  plan-l    the same with ``"local": true`` on every step
+  bare      ``BareDag`` (bench/_baseline.py): the same shape as plain no-op activities
+  bare-l    the same as local activities
+
+For each concurrency N the client starts N workflows at once and waits for all:
+plans/s and steps/s are N (and 8N) over the wall time from the first start to the
+last result; worker CPU is the worker process's user+system seconds in that window;
+peak RSS is the worker's high-water mark over its whole life (one arm, all N).
+Arms are interleaved per repeat and the median repeat is shown. Prints only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from bench._baseline import BareDag, BareDagInput
+from bench._throughput_worker import REGISTRY
+from durable_plan.devserver import DevServer
+from durable_plan.temporal.client import start_plan
+
+ARMS = ("plan", "plan-l", "bare", "bare-l")
+STEPS = 8
+TARGET_RATIO = 0.8  # plans/s of a plan arm at least 80 % of its bare arm's
+
+
+def plan(local: bool) -> dict[str, Any]:
+    def s(step_id: str, tool: str, **bind: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": step_id, "tool": tool}
+        if bind:
+            out["bind"] = bind
+        else:
+            out["args"] = {"n": 0}
+        if local:
+            out["local"] = True
+        return out
+
+    steps = [
+        s("s0", "step"),
+        *(s(f"a{i}", "step", n="steps.s0.n") for i in range(3)),
+        s("b0", "join", values="[steps.a0.n, steps.a1.n]"),
+        s("b1", "join", values="[steps.a1.n, steps.a2.n]"),
+        s("j", "join", values="[steps.b0.n, steps.b1.n]"),
+        s("t", "step", n="steps.j.n"),
+    ]
+    return {"steps": steps, "returns": ["t"]}
+
+
+EXPECTED_T = 9  # s0 1; a0-a2 2; b0, b1 4; j 8; t 9 (the bare arm computes the same)
+
+
+@dataclass
+class Sample:
+    wall_s: float
+    cpu_s: float
+
+
+class WorkerProcess:
+    """One worker process (bench/_throughput_worker.py) for one arm."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], task_queue: str) -> None:
+        self.proc = proc
+        self.task_queue = task_queue
+
+    @classmethod
+    def start(cls, address: str, options: dict[str, Any]) -> WorkerProcess:
+        task_queue = f"bench-tp-{uuid.uuid4().hex[:8]}"
+        command = ["-m", "bench._throughput_worker", address, task_queue, json.dumps(options)]
+        proc = subprocess.Popen(
+            [sys.executable, *command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode().strip()
+        if line != "READY":
+            proc.kill()
+            raise RuntimeError(f"the worker did not start (said {line!r})")
+        return cls(proc, task_queue)
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+async def one_round(client: Client, worker: WorkerProcess, arm: str, n: int) -> Sample:
+    local = arm.endswith("-l")
+    cpu0 = worker.cpu_s()
+    started = time.perf_counter()
+    if arm.startswith("bare"):
+        results = await asyncio.gather(
+            *(
+                client.execute_workflow(
+                    BareDag.run,
+                    BareDagInput(local),
+                    id=f"bare-{uuid.uuid4()}",
+                    task_queue=worker.task_queue,
+                )
+                for _ in range(n)
+            )
+        )
+        bad = [r for r in results if r != EXPECTED_T]
+    else:
+        the_plan = plan(local)
+        handles = await asyncio.gather(
+            *(
+                start_plan(client, the_plan, task_queue=worker.task_queue, registry=REGISTRY)
+                for _ in range(n)
+            )
+        )
+        outcomes = await asyncio.gather(*(h.result() for h in handles))
+        bad = [o for o in outcomes if not o.ok or o.returned.get("t") != {"n": EXPECTED_T}]
+    wall = time.perf_counter() - started
+    cpu = worker.cpu_s() - cpu0
+    if bad:
+        raise RuntimeError(f"{arm}: {len(bad)} of {n} workflows gave a wrong result: {bad[:1]}")
+    return Sample(wall, cpu)
+
+
+def _median_sample(samples: Sequence[Sample]) -> Sample:
+    ordered = sorted(samples, key=lambda s: s.wall_s)
+    return ordered[len(ordered) // 2]
+
+
+async def run(args: argparse.Namespace) -> None:
+    levels: list[int] = args.concurrency or ([1, 10, 100] if args.quick else [1, 10, 100, 200])
+    repeats: int = args.repeats or (2 if args.quick else 3)
+    options: dict[str, Any] = {}
+    for item in args.worker_opt or ():
+        key, _, value = item.partition("=")
+        options[key] = json.loads(value)
+    db_dir = tempfile.mkdtemp(prefix="bench-throughput-")
+    server_kwargs: dict[str, Any] = {"headless": True}
+    if not args.in_memory:
+        server_kwargs["db_filename"] = Path(db_dir) / "bench.db"
+    if args.untuned:
+        server_kwargs.update(dynamic_config={}, sqlite_pragmas={})
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    samples: dict[tuple[str, int], list[Sample]] = defaultdict(list)
+    peak: dict[str, float] = {}
+    with DevServer(**server_kwargs) as server:
+        client = await server.connect()
+        version = _server_version(server)
+        workers = {arm: WorkerProcess.start(server.target, options) for arm in ARMS}
+        try:
+            for arm in ARMS:  # warm-up: imports, connections, caches
+                await one_round(client, workers[arm], arm, 5)
+            rng = random.Random(7)
+            for n in levels:
+                for _ in range(repeats):
+                    order = list(ARMS)
+                    rng.shuffle(order)
+                    for arm in order:
+                        samples[arm, n].append(await one_round(client, workers[arm], arm, n))
+            peak = {arm: w.peak_rss_mib() for arm, w in workers.items()}
+        finally:
+            for w in workers.values():
+                w.stop()
+    elapsed = time.perf_counter() - t0
+    _report(args, levels, repeats, samples, peak, version, load_before, elapsed)
+
+
+def _server_version(server: DevServer) -> str:
+    try:
+        out = subprocess.run(
+            [str(server.binary), "--version"], capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def _report(
+    args: argparse.Namespace,
+    levels: Sequence[int],
+    repeats: int,
+    samples: dict[tuple[str, int], list[Sample]],
+    peak: dict[str, float],
+    version: str,
+    load_before: float,
+    elapsed: float,
+) -> None:
+    storage = "in memory" if args.in_memory else "sqlite file"
+    tuning = "untuned (start-dev defaults)" if args.untuned else "tuned (DevServer defaults)"
+    print("## Throughput: concurrent 8-step plans of instant tools, one worker\n")
+    print(f"`{' '.join(['python -m bench.throughput', *sys.argv[1:]])}`\n")
+    print(
+        f"machine: {os.cpu_count()} cores, load {load_before:.1f} at start / "
+        f"{os.getloadavg()[0]:.1f} at end, Python {platform.python_version()}, {version}; "
+        f"dev server {storage}, {tuning}; worker options: "
+        f"{json.dumps(args.worker_opt or []) if args.worker_opt else 'plan_worker defaults'}; "
+        f"{repeats} repeats (median shown), {elapsed:.0f} s\n"
+    )
+    print("| plans at once | arm | wall s | plans/s | steps/s | worker CPU s | CPU ms/step |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for n in levels:
+        for arm in ARMS:
+            s = _median_sample(samples[arm, n])
+            print(
+                f"| {n} | {arm} | {s.wall_s:.2f} | {n / s.wall_s:.1f} | "
+                f"{n * STEPS / s.wall_s:.0f} | {s.cpu_s:.2f} | "
+                f"{s.cpu_s * 1000 / (n * STEPS):.2f} |"
+            )
+    print("\n| arm | worker peak RSS MiB |")
+    print("| --- | ---: |")
+    for arm in ARMS:
+        print(f"| {arm} | {peak.get(arm, float('nan')):.0f} |")
+    print(
+        "\nplan vs bare, plans/s (median; target: at least "
+        f"{TARGET_RATIO:.0%} of bare at every concurrency):"
+    )
+    for n in levels:
+        for arm, bare in (("plan", "bare"), ("plan-l", "bare-l")):
+            ours = n / _median_sample(samples[arm, n]).wall_s
+            base = n / _median_sample(samples[bare, n]).wall_s
+            ratio = ours / base
+            verdict = "PASS" if ratio >= TARGET_RATIO else "MISS"
+            print(f"  {verdict}  N={n:<4} {arm:<7} {ratio:.2f} of {bare}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--concurrency", type=int, action="append")
+    parser.add_argument("--in-memory", action="store_true")
+    parser.add_argument("--untuned", action="store_true")
+    parser.add_argument("--worker-opt", action="append", metavar="KEY=JSON")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
