@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +29,7 @@ from durable_plan.connection import (
     ServerSetupError,
     add_server_arguments,
     default_ui_url,
+    run_script,
     workflow_url,
 )
 from durable_plan.devserver import DevServer, DevServerError, DevServerNotFound
@@ -188,13 +188,4 @@ async def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        status = asyncio.run(main())
-    except KeyboardInterrupt:
-        status = 130
-    # Leave without interpreter finalization: the Temporal client's native runtime can abort
-    # it after a failed connect ("PyGILState_Release ... must be current", exit 134), which
-    # would replace the one-line message's exit status with a crash.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    run_script(main())  # leaves with os._exit: see run_script

@@ -26,7 +26,12 @@ from temporalio.worker import Worker
 
 from activities.game_master import GAME_TOOLS
 from activities.scripts import DEMO_SCRIPTS
-from durable_plan.connection import ServerSetupError, add_server_arguments, default_address
+from durable_plan.connection import (
+    ServerSetupError,
+    add_server_arguments,
+    default_address,
+    run_script,
+)
 from durable_plan.connection import connect as connect_server
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
@@ -119,13 +124,4 @@ async def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        status = asyncio.run(main())
-    except KeyboardInterrupt:
-        status = 0
-    # Leave without interpreter finalization: the Temporal client's native runtime can abort
-    # it after a failed connect ("PyGILState_Release ... must be current", exit 134), which
-    # would replace the one-line message's exit status with a crash.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    run_script(main(), interrupted=0)  # leaves with os._exit: see run_script

@@ -4,7 +4,6 @@
 .venv/bin/python examples/in_your_workflow.py   # --live: Bedrock writes the plan
 """
 
-import asyncio
 import sys
 import uuid
 
@@ -12,7 +11,7 @@ from agent_workflow import MyAgentWorkflow
 from monster_tools import ATTACK_PLAN, TOOLS
 from temporalio.strands_agents import StrandsPlugin
 
-from durable_plan.connection import connect
+from durable_plan.connection import connect, run_script
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel, call
 
@@ -45,4 +44,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_script(main())  # asyncio.run, then exit without waiting on the SDK's threads

@@ -10,7 +10,7 @@ from typing import Any
 from monster_tools import ATTACK_PLAN, TOOLS
 
 from durable_plan import execute_plan, summarize
-from durable_plan.connection import connect
+from durable_plan.connection import connect, run_script
 from durable_plan.temporal import plan_worker, run_plan, start_plan
 
 CLEANUP_PLAN = {"steps": [{"id": "rm", "tool": "delete_files", "args": {"pattern": "logs/*"}}]}
@@ -48,4 +48,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_script(main())  # asyncio.run, then exit without waiting on the SDK's threads

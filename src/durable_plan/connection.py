@@ -17,8 +17,10 @@ import argparse
 import asyncio
 import os
 import re
+import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ __all__ = [
     "default_address",
     "default_namespace",
     "default_ui_url",
+    "run_script",
     "unreachable_message",
     "workflow_url",
 ]
@@ -202,3 +205,21 @@ def _bundled_cli() -> str | None:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def run_script(main: Coroutine[Any, Any, int | None], *, interrupted: int = 130) -> NoReturn:
+    """``asyncio.run(main)``, then leave the process without interpreter finalization.
+
+    A short script that used a Temporal client or worker can crash while the interpreter
+    finalizes: the SDK's native runtime still holds threads that release the GIL late
+    ("Fatal Python error: PyGILState_Release ... must be current", exit -6/134; open as
+    temporalio/sdk-python#300). Leaving with ``os._exit`` after flushing output keeps the
+    script's own exit status. ``main`` may return an exit status; None means 0.
+    """
+    try:
+        status = asyncio.run(main) or 0
+    except KeyboardInterrupt:
+        status = interrupted
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
