@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
-MARKED = re.compile(r"<!-- file: (\S+) -->\n```python\n(.*?)^```$", re.S | re.M)
+MARKED = re.compile(r"<!-- file: (\S+) -->\n```(?:python|yaml)\n(.*?)^```$", re.S | re.M)
+GRAPHS = re.compile(r"<!-- graph: (\S+) -->\n```mermaid\n(.*?)^```$", re.S | re.M)
 
 
 def _marked_blocks() -> dict[str, str]:
@@ -24,10 +25,11 @@ def _marked_blocks() -> dict[str, str]:
 
 
 def test_every_python_block_is_a_file_the_tests_run() -> None:
-    python_blocks = [body for lang, body in BLOCK.findall(README) if lang == "python"]
+    python_blocks = [body for lang, body in BLOCK.findall(README) if lang in ("python", "yaml")]
     marked = _marked_blocks()
     assert len(python_blocks) == len(marked), "a Python block in the README has no file marker"
     assert set(marked) == {
+        "examples/plans/triage.yaml",
         "examples/monster_tools.py",
         "examples/plain_agent.py",
         "examples/agent_workflow.py",
@@ -41,6 +43,23 @@ def test_the_block_equals_its_file(path: str) -> None:
     assert _marked_blocks()[path] == (ROOT / path).read_text(encoding="utf-8"), (
         f"README's block for {path} differs from the file; copy the file into the README"
     )
+
+
+def test_the_plan_pictures_are_the_graph_commands_output() -> None:
+    graphs = dict(GRAPHS.findall(README))
+    assert sorted(graphs) == sorted(
+        f"examples/plans/{p.name}" for p in (ROOT / "examples" / "plans").glob("*.yaml")
+    )
+    mermaid = [body for lang, body in BLOCK.findall(README) if lang == "mermaid"]
+    assert len(mermaid) == len(graphs), "a Mermaid block in the README has no graph marker"
+    for path, body in graphs.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "durable_plan", "graph", str(ROOT / path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert body == done.stdout, f"re-draw {path}: durable-plan graph {path}"
 
 
 def test_json_blocks_parse() -> None:
