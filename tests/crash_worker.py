@@ -32,8 +32,17 @@ from durable_plan.temporal import plan_worker  # noqa: E402
 from tests.crash_tools import crash_registry  # noqa: E402
 
 
-async def main(target: str, task_queue: str, namespace: str, hold: bool, agents: bool) -> None:
+async def main(
+    target: str, task_queue: str, namespace: str, hold: bool, agents: bool, mcp: bool = False
+) -> None:
     plugins: list[Any] = []
+    if mcp:
+        # The test MCP server as "github": its call-tool activity runs MCP plan steps.
+        from temporalio.strands_agents import StrandsPlugin
+
+        from tests.mcp_support import tracker_client
+
+        plugins.append(StrandsPlugin(models={}, mcp_clients={"github": tracker_client}))
     if agents:
         # Agent steps: the scripted model, slowed so a kill can land mid model call.
         from temporalio.strands_agents import StrandsPlugin
@@ -92,5 +101,8 @@ if __name__ == "__main__":
     parser.add_argument("--namespace", default="default")
     parser.add_argument("--hold", action="store_true", help="poll only after a line on stdin")
     parser.add_argument("--agents", action="store_true", help="register the scripted model")
+    parser.add_argument("--mcp", action="store_true", help="register the test MCP server")
     args = parser.parse_args()
-    asyncio.run(main(args.target, args.task_queue, args.namespace, args.hold, args.agents))
+    asyncio.run(
+        main(args.target, args.task_queue, args.namespace, args.hold, args.agents, args.mcp)
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ToolKind = Literal["function", "agent_tool", "activity"]
+ToolKind = Literal["function", "agent_tool", "activity", "mcp"]
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_RETRIES = 2
@@ -43,6 +43,14 @@ class ToolOptions:
     defaults: dict[str, Any] = field(default_factory=dict)
     """An existing activity's JSON parameter defaults, for arguments it is called
     with positionally (a skipped middle parameter must get its default, not None)."""
+    mcp_server: str | None = None
+    """``kind="mcp"``: the MCP server whose ``{server}-call-tool`` activity runs the step
+    (``durable_plan.mcp_tools``); None for every other kind, and in plans started before."""
+    mcp_tool: str | None = None
+    """``kind="mcp"``: the tool's own name on its server (the plan calls it
+    ``<server>__<tool>``)."""
+    mcp_task_queue: str | None = None
+    """``kind="mcp"``: the task queue of the server's activities (None: the plan's)."""
 
     def positional(self, args: dict[str, Any]) -> list[Any]:
         """An existing activity's arguments in signature order, with its own defaults.
@@ -57,5 +65,6 @@ class ToolOptions:
 
     @property
     def may_run_local(self) -> bool:
-        """Existing activities always run as registered; others where the owner allows."""
-        return self.kind != "activity" and (self.local or self.allow_local)
+        """Existing activities and MCP calls always run as registered (an MCP call is the
+        server's own activity); others where the owner allows."""
+        return self.kind not in ("activity", "mcp") and (self.local or self.allow_local)

@@ -32,6 +32,13 @@ from durable_plan.hooks import ToolHooks, hooked_invoker
 from durable_plan.ids import child_workflow_id
 from durable_plan.local import Invoker, describe_exception, run_checked
 from durable_plan.local_agents import agent_steps
+from durable_plan.mcp_tools import (
+    is_mcp_agent_tool,
+    known_tools,
+    listed_tools,
+    mcp_servers,
+    with_mcp_tools,
+)
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.reuse import (
     DEFAULT_MAX_BYTES,
@@ -123,6 +130,9 @@ class WorkflowPlanPlugin(Plugin):
         workflow's state (rebuilt from the plan results in its history on replay)."""
         self._gate_patterns: list[str] = []
         self._agent: Any = None
+        self._mcp_servers: dict[str, Any] = {}
+        """The agent's MCP servers by name: their tools join each plan's catalogue as
+        ``<server>__<tool>`` (``durable_plan.mcp_tools``)."""
 
     # -- Strands plugin protocol ---------------------------------------------
 
@@ -144,6 +154,7 @@ class WorkflowPlanPlugin(Plugin):
                 "human approval is never skipped silently"
             )
         self._gate_patterns = gated_patterns(handlers)
+        self._mcp_servers = mcp_servers(agent)
         agent.tool_registry.register_tool(PlanTool(self))
         agent.hooks.add_callback(AfterToolsEvent, self._end_turn_with_final_plan)
 
@@ -165,6 +176,9 @@ class WorkflowPlanPlugin(Plugin):
             return _error(tool_use_id, INTERRUPTED_REFUSAL)
         try:
             registry = self._registry_for(agent, durable)
+            if self._mcp_servers:
+                mcp = await listed_tools(self._mcp_servers, durable=durable)
+                registry = with_mcp_tools(registry, mcp)
             catalog = self.catalog(registry, durable=durable)
             memory = self.memory
             prior = memory.ids if memory.enabled else None
@@ -246,8 +260,27 @@ class WorkflowPlanPlugin(Plugin):
                 "inside a workflow, WorkflowPlanPlugin needs registry=ToolRegistry([...]) so plan "
                 "steps can run as activities"
             )
-        tools = [t for name, t in agent.tool_registry.registry.items() if name != PLAN_TOOL_NAME]
+        tools = [
+            t
+            for name, t in agent.tool_registry.registry.items()
+            # An MCPClient's tools join under their server's name (mcp_tools.py).
+            if name != PLAN_TOOL_NAME and not is_mcp_agent_tool(t)
+        ]
         return ToolRegistry(tools)
+
+    def described_plannable(self) -> list[str] | None:
+        """The plannable names the plan tool's description lists (None: not listed)."""
+        if self.plannable == []:
+            return []
+        durable = workflow.in_workflow()
+        registry = self.registry
+        if registry is None and self._mcp_servers and not durable and self._agent is not None:
+            registry = self._registry_for(self._agent, durable)
+        if registry is None:
+            return None
+        if self._mcp_servers:
+            registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
+        return self.catalog(registry, durable=durable).plannable
 
     async def _run_child(
         self,
@@ -311,6 +344,7 @@ class PlanTool(AgentTool):
         super().__init__()
         self._plugin = plugin
         self._spec: ToolSpec | None = None
+        self._described: list[str] | None = None
 
     @property
     def tool_name(self) -> str:
@@ -322,15 +356,12 @@ class PlanTool(AgentTool):
 
     @property
     def tool_spec(self) -> ToolSpec:
-        if self._spec is None:
-            plannable: list[str] | None = None
-            if self._plugin.plannable == []:
-                plannable = []
-            elif self._plugin.registry is not None:
-                catalog = self._plugin.catalog(
-                    self._plugin.registry, durable=workflow.in_workflow()
-                )
-                plannable = catalog.plannable
+        if self._spec is not None and not self._plugin._mcp_servers:
+            return self._spec
+        # MCP servers list their tools as the conversation goes: describe them afresh.
+        plannable = self._plugin.described_plannable()
+        if self._spec is None or plannable != self._described:
+            self._described = plannable
             self._spec = {
                 "name": PLAN_TOOL_NAME,
                 "description": plan_tool_description(plannable, self._plugin.max_steps),

@@ -81,6 +81,8 @@ class Tool:
         ``invocation_state`` reaches Strands tools that take a ``ToolContext`` (which
         needs the ``agent``), as when the agent calls them directly.
         """
+        if self.kind == "mcp":  # the server checks its own schema (durable_plan.mcp_tools)
+            return await self.target(dict(args))
         if self.kind == "agent_tool":
             state = dict(invocation_state or {})
             return await _stream_agent_tool(self.target, self.name, dict(args), state)
@@ -160,6 +162,20 @@ class ToolRegistry:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         return tool
+
+    def with_tools(self, tools: Iterable[Tool]) -> ToolRegistry:
+        """A copy with ready-made ``Tool``s added as they are (MCP tools, listed per plan);
+        a name already taken is an error naming both, never a silent replacement."""
+        merged = ToolRegistry()
+        merged._tools = dict(self._tools)
+        for tool in tools:
+            if tool.name in merged._tools:
+                raise ValueError(
+                    f"two tools are named {tool.name!r} (a registered tool and an MCP tool, "
+                    "or two MCP tools): rename the registered tool (ToolRegistry.add(name=...))"
+                )
+            merged._tools[tool.name] = tool
+        return merged
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -153,8 +153,11 @@ class _NoAgent:
 
 
 def registry_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:
-    """Every tool's activity: wrappers for functions, existing activities as they are."""
-    return [t.target if t.kind == "activity" else tool_activity(t) for t in registry]
+    """Every tool's activity: wrappers for functions, existing activities as they are (MCP
+    tools have none here: ``StrandsPlugin(mcp_clients=...)`` registers their server's)."""
+    return [
+        t.target if t.kind == "activity" else tool_activity(t) for t in registry if t.kind != "mcp"
+    ]
 
 
 def _failures_recorded(details: Any) -> int:

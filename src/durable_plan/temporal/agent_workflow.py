@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.options import ToolOptions
     from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.hook_relay import HookAsker
+    from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
         DEFAULT_MAX_HISTORY_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
@@ -244,6 +245,16 @@ class ActivityTool(NamedTool):
             "task_queue": request.task_queue,
         }
         try:
+            if options.kind == "mcp":  # its server's call-tool activity
+                ok, value, _ = await call_mcp_tool(
+                    options,
+                    args,
+                    common,
+                    retries=options.retries,
+                    backoff_s=request.retry_initial_interval_s,
+                    max_result_bytes=request.max_result_bytes,
+                )
+                return ok, value
             if options.kind == "activity":  # an existing activity, called as it is
                 return True, await workflow.execute_activity(
                     self._name, args=options.positional(args), **common

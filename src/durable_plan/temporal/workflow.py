@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk
     from durable_plan.temporal.hook_relay import HookAsker
+    from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
         ApprovalDecision,
@@ -371,6 +372,8 @@ class PlanWorkflow:
             try:
                 if options.kind == "activity":
                     return await self._run_raw_activity(call, options, policy, request)
+                if options.kind == "mcp":
+                    return await self._run_mcp_call(call, options, policy, request)
                 return await self._run_tool_activity(call, policy, request)
             finally:
                 self._server_events += 1
@@ -435,6 +438,24 @@ class PlanWorkflow:
             **policy.activity_options(call, request, self._summary(call)),
         )
         return True, result, 0.0, 1
+
+    async def _run_mcp_call(
+        self, call: StepCall, options: ToolOptions, policy: _StepPolicy, request: PlanInput
+    ) -> Outcome:
+        """An MCP tool: its server's call-tool activity (``temporal/mcp_steps.py``)."""
+        started = workflow.now()
+        ok, value, calls = await call_mcp_tool(
+            options,
+            call.args,
+            {
+                **policy.remote_options(request),
+                **policy.activity_options(call, request, self._summary(call)),
+            },
+            retries=policy.retries,
+            backoff_s=request.retry_initial_interval_s,
+            max_result_bytes=request.max_result_bytes,
+        )
+        return ok, value, _ms(started), calls
 
     async def _await_approval(self, call: StepCall) -> str | None:
         """Pause until a person decides; None means approved, else the rejection text."""

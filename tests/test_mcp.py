@@ -1,0 +1,374 @@
+"""MCP tools as plan steps: a real MCP server (FastMCP over stdio, ``tests/mcp_server.py``).
+
+In-process, a plain Strands ``Agent`` reaches the server through ``MCPClient``;
+durably, a ``TemporalAgent`` lists it through ``TemporalMCPClient`` and each step
+runs the server's ``github-call-tool`` activity, registered by
+``StrandsPlugin(mcp_clients=...)``, on the session's dev server.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from strands import Agent, tool
+from strands.tools.mcp import MCPClient
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.strands_agents import StrandsPlugin
+from temporalio.worker import Replayer
+
+from durable_plan import check_plan
+from durable_plan.errors import PlanRejected
+from durable_plan.mcp_tools import listed_tools, mcp_servers, result_json
+from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.temporal import plan_worker
+from durable_plan.testing import ScriptedModel, TurnLike, call, output, say
+from tests.mcp_server import LOG_ENV
+from tests.mcp_support import LOCAL_TOOLS, tracker_client, triage
+from tests.mcp_workflows import McpAgentInput, McpAgentWorkflow
+
+MIX_PLAN: dict[str, Any] = {
+    "steps": [
+        {"id": "issue", "tool": "github__get_issue", "args": {"number": 7}},
+        {"id": "label", "tool": "triage", "bind": {"title": "steps.issue.title"}},
+        {
+            "id": "labelled",
+            "tool": "github__add_label",
+            "bind": {"number": "steps.issue.number", "label": "steps.label.label"},
+        },
+        {"id": "motd", "tool": "github__motd"},
+    ],
+    "returns": ["labelled", "motd"],
+    "final": True,
+}
+LABELLED = {"number": 7, "labels": ["bug", "monster"]}
+OVERLAP_PLAN: dict[str, Any] = {
+    "steps": [
+        {"id": "a", "tool": "github__slow_count", "args": {"number": 1, "seconds": 0.6}},
+        {"id": "b", "tool": "github__slow_count", "args": {"number": 2, "seconds": 0.6}},
+    ],
+    "final": True,
+}
+CLOSE_PLAN: dict[str, Any] = {
+    "steps": [
+        {"id": "issue", "tool": "github__get_issue", "args": {"number": 7}},
+        {
+            "id": "close",
+            "tool": "github__close_issue",
+            "bind": {"number": "steps.issue.number"},
+            "args": {"reason": "fixed"},
+        },
+    ]
+}
+LOCKED = "issue #7 is locked: only maintainers may close it"
+ISSUE_SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"type": "string"}},
+    "required": ["label"],
+}
+AGENT_STEP_PLAN: dict[str, Any] = {
+    "steps": [
+        {
+            "id": "pick",
+            "tool": "agent",
+            "args": {
+                "prompt": "Which label fits issue 9?",
+                "output_schema": ISSUE_SCHEMA,
+                "tools": ["github__*"],
+                "max_iterations": 3,
+            },
+        },
+        {
+            "id": "each",
+            "tool": "map",
+            "args": {
+                "over": [7, 9],
+                "do": {
+                    "tool": "github__slow_count",
+                    "args": {"seconds": 0.05},
+                    "bind": {"number": "item"},
+                },
+            },
+        },
+    ],
+    "final": True,
+}
+
+SCRIPTS: dict[str, list[TurnLike]] = {
+    "triage issue 7": [call("submit_workflow_plan", **MIX_PLAN)],
+    "count in parallel": [call("submit_workflow_plan", **OVERLAP_PLAN)],
+    "close issue 7": [call("submit_workflow_plan", **CLOSE_PLAN), say("It is locked.")],
+    "label issue 9": [call("submit_workflow_plan", **AGENT_STEP_PLAN)],
+    "delete issue 7": [
+        call(
+            "submit_workflow_plan",
+            steps=[{"id": "gone", "tool": "github__delete_issue", "args": {"number": 7}}],
+        ),
+        say("I will ask first."),
+    ],
+    "Which label fits issue 9?": [
+        call("github__get_issue", number=9),
+        output({"label": "ogre"}),
+    ],
+}
+
+
+@pytest.fixture
+def mcp_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the test server logs its calls (servers started from now on inherit it)."""
+    log = tmp_path / "mcp-calls.jsonl"
+    monkeypatch.setenv(LOG_ENV, str(log))
+    return log
+
+
+def calls(log: Path, tool: str, event: str = "done") -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.endswith("}")]
+    return [e for e in lines if e["tool"] == tool and e["event"] == event]
+
+
+def tool_results(agent: Agent) -> list[Any]:
+    return [
+        block["toolResult"]
+        for message in agent.messages
+        for block in message["content"]
+        if "toolResult" in block
+    ]
+
+
+@pytest.fixture
+def local_agent(mcp_log: Path) -> Iterator[Any]:
+    """Builds plain agents over the "github" server and ``triage``; stops their clients."""
+    clients: list[MCPClient] = []
+
+    def make(*, plannable: list[str] | None = None, servers: int = 1) -> Agent:
+        mcp = [tracker_client(prefix=name) for name in ("github", "tracker")[:servers]]
+        clients.extend(mcp)
+        return Agent(
+            model=ScriptedModel(scripts=SCRIPTS),
+            tools=[*mcp, tool(triage)],
+            plugins=[WorkflowPlanPlugin(plannable)],
+            callback_handler=None,
+        )
+
+    yield make
+    for client in clients:
+        client.stop(None, None, None)
+
+
+# -- the catalogue and the checks --------------------------------------------------------------
+
+
+async def test_mcp_tools_are_checked_against_their_servers_schemas(local_agent: Any) -> None:
+    agent = local_agent(servers=2)
+    tools = await listed_tools(mcp_servers(agent), durable=False)
+    names = {t.name for t in tools}
+    # Two servers with the same tools: each name carries its server.
+    assert {"github__get_issue", "tracker__get_issue", "github__motd"} <= names
+    registry = LOCAL_TOOLS.with_tools(tools)
+    bad = {
+        "steps": [
+            {"id": "a", "tool": "github__get_isue", "args": {"number": 7}},
+            {"id": "b", "tool": "github__get_issue", "args": {"numbr": 7}},
+            {"id": "c", "tool": "github__get_issue", "args": {"number": "seven"}},
+            {"id": "d", "tool": "github__add_label", "args": {"number": 7}},
+        ]
+    }
+    with pytest.raises(PlanRejected) as caught:
+        check_plan(bad, catalog=registry.catalog())
+    text = str(caught.value)
+    assert "unknown tool 'github__get_isue'" in text and "did you mean 'github__get_issue'" in text
+    assert "has no argument 'numbr'" in text and "did you mean 'number'" in text
+    assert "step 'c'" in text and "'seven'" in text
+    assert "step 'd'" in text and "'label'" in text
+    check_plan(MIX_PLAN, catalog=registry.catalog())  # the good plan passes
+
+
+async def test_patterns_exclude_mcp_tools_by_server_and_name(local_agent: Any) -> None:
+    agent = local_agent(servers=2)
+    registry = LOCAL_TOOLS.with_tools(await listed_tools(mcp_servers(agent), durable=False))
+    delete = {"steps": [{"id": "d", "tool": "github__delete_issue", "args": {"number": 7}}]}
+    catalog = registry.catalog(["*", "!github__delete_*"])
+    with pytest.raises(PlanRejected, match="excluded from plans by the plannable setting"):
+        check_plan(delete, catalog=catalog)
+    assert "tracker__delete_issue" in catalog.plannable
+    only_github = registry.catalog(["github__*"]).plannable
+    assert "triage" not in only_github and "tracker__get_issue" not in only_github
+    assert "github__get_issue" in only_github
+
+
+def test_an_mcp_result_is_its_structured_content_else_its_text() -> None:
+    structured = {"status": "success", "content": [{"text": "{}"}], "structuredContent": {"a": 1}}
+    assert result_json(structured) == {"a": 1}
+    assert result_json({"status": "success", "content": [{"text": "plain"}]}) == "plain"
+    assert result_json({"status": "success", "content": [{"text": "[1, 2]"}]}) == [1, 2]
+
+
+# -- in-process ------------------------------------------------------------------------------
+
+
+async def test_a_plain_agents_plan_mixes_mcp_and_local_tools(
+    local_agent: Any, mcp_log: Path
+) -> None:
+    agent = local_agent()
+    result = await agent.invoke_async("triage issue 7")
+    assert json.loads(str(result)) == {"labelled": LABELLED, "motd": "Mind the ogre."}
+    assert len(calls(mcp_log, "get_issue")) == 1 and len(calls(mcp_log, "add_label")) == 1
+    # The plan tool's description names the MCP tools the way plans call them.
+    description = agent.tool_registry.registry["submit_workflow_plan"].tool_spec["description"]
+    assert "github__get_issue" in description and "triage" in description
+
+
+async def test_independent_mcp_steps_overlap_in_process(local_agent: Any, mcp_log: Path) -> None:
+    agent = local_agent()
+    started = time.perf_counter()
+    result = await agent.invoke_async("count in parallel")
+    elapsed = time.perf_counter() - started
+    assert json.loads(str(result)) == {
+        "a": {"number": 1, "comments": 3},
+        "b": {"number": 2, "comments": 6},
+    }
+    assert elapsed < 1.1, f"two 0.6 s MCP steps took {elapsed:.2f} s: they did not overlap"
+
+
+async def test_an_mcp_error_result_fails_its_step_with_the_servers_message(
+    local_agent: Any,
+) -> None:
+    agent = local_agent()
+    await agent.invoke_async("close issue 7")
+    [report] = tool_results(agent)
+    assert report["status"] == "error"
+    text = report["content"][0]["text"]
+    assert LOCKED in text and "close" in text, text
+
+
+async def test_an_agent_step_and_a_map_body_call_mcp_tools_in_process(
+    local_agent: Any, mcp_log: Path
+) -> None:
+    agent = local_agent()
+    result = await agent.invoke_async("label issue 9")
+    returned = json.loads(str(result))
+    assert returned["pick"]["output"] == {"label": "ogre"}
+    assert returned["pick"]["tools_called"][0]["tool"] == "github__get_issue"
+    assert [r["comments"] for r in returned["each"]["results"]] == [21, 27]
+    assert [c["args"]["number"] for c in calls(mcp_log, "get_issue")] == [9]
+
+
+# -- durable: a TemporalAgent over TemporalMCPClient --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def mcp_client(temporal_target: str) -> AsyncIterator[Client]:
+    plugin = StrandsPlugin(
+        models={"scripted": lambda: ScriptedModel(scripts=SCRIPTS)},
+        mcp_clients={"github": tracker_client},
+    )
+    yield await Client.connect(temporal_target, plugins=[plugin])
+
+
+async def converse(
+    client: Client, task_queue: str, prompt: str, **options: Any
+) -> tuple[dict[str, Any], str]:
+    """One conversation on a worker of its own (it closes the server's connection after)."""
+    workflow_id = f"mcp-{uuid.uuid4().hex[:8]}"
+    async with plan_worker(
+        client, task_queue=task_queue, registry=LOCAL_TOOLS, workflows=[McpAgentWorkflow]
+    ):
+        out = await client.execute_workflow(
+            McpAgentWorkflow.run,
+            McpAgentInput(prompt, **options),
+            id=workflow_id,
+            task_queue=task_queue,
+        )
+    return out, workflow_id
+
+
+def scheduled(history: WorkflowHistory) -> list[tuple[str, str]]:
+    """(activity type, activity id) of every activity the workflow scheduled."""
+    return [
+        (
+            e.activity_task_scheduled_event_attributes.activity_type.name,
+            e.activity_task_scheduled_event_attributes.activity_id,
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def test_a_temporal_agents_plan_mixes_mcp_and_local_tools(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    out, workflow_id = await converse(mcp_client, task_queue, "triage issue 7")
+    assert json.loads(out["answer"]) == {"labelled": LABELLED, "motd": "Mind the ogre."}
+    plan = mcp_client.get_workflow_handle(f"{workflow_id}/plan/tooluse_0_0")
+    history = await plan.fetch_history()
+    # Each MCP step is the server's call-tool activity, scheduled by the plan workflow
+    # under the step's id; the local tool is its own activity.
+    assert sorted(scheduled(history)) == [
+        ("github-call-tool", "issue"),
+        ("github-call-tool", "labelled"),
+        ("github-call-tool", "motd"),
+        ("triage", "label"),
+    ]
+    assert len(calls(mcp_log, "get_issue")) == 1 and len(calls(mcp_log, "add_label")) == 1
+    # The agent's own history lists the server (list-tools) but never calls it directly.
+    agent_types = {
+        t for t, _ in scheduled(await mcp_client.get_workflow_handle(workflow_id).fetch_history())
+    }
+    assert "github-list-tools" in agent_types and "github-call-tool" not in agent_types
+    replayer = Replayer(
+        workflows=[McpAgentWorkflow, *plan_workflows()],
+        plugins=[StrandsPlugin(models={}, mcp_clients={"github": tracker_client})],
+    )
+    await replayer.replay_workflow(history)
+
+
+def plan_workflows() -> list[type]:
+    from durable_plan.temporal.agent_workflow import AgentStepWorkflow
+    from durable_plan.temporal.workflow import PlanWorkflow
+
+    return [PlanWorkflow, AgentStepWorkflow]
+
+
+async def test_a_durable_mcp_error_result_fails_the_step_with_the_servers_message(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    out, _ = await converse(mcp_client, task_queue, "close issue 7")
+    assert out["answer"] == "It is locked."
+    [plan] = out["plans"]
+    close = next(o for o in plan["ledger"] if o["id"] == "close")
+    assert close["status"] == "failed" and LOCKED in close["error"], close
+    assert close["attempts"] == 1  # an isError answer is not retried
+    assert len(calls(mcp_log, "close_issue", "start")) == 1
+
+
+async def test_a_durable_agent_step_and_map_body_call_mcp_tools(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    out, workflow_id = await converse(mcp_client, task_queue, "label issue 9")
+    returned = json.loads(out["answer"])
+    assert returned["pick"]["output"] == {"label": "ogre"}
+    assert returned["pick"]["tools_called"][0]["tool"] == "github__get_issue"
+    assert [r["comments"] for r in returned["each"]["results"]] == [21, 27]
+    agent_step = mcp_client.get_workflow_handle(f"{workflow_id}/plan/tooluse_0_0/agent/pick")
+    assert ("github-call-tool", "1/github__get_issue/1") in scheduled(
+        await agent_step.fetch_history()
+    )
+
+
+async def test_a_pattern_excludes_an_mcp_tool_from_durable_plans(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    out, _ = await converse(
+        mcp_client, task_queue, "delete issue 7", plannable=["*", "!github__delete_*"]
+    )
+    assert out["answer"] == "I will ask first."
+    assert not out["plans"]  # rejected before anything ran
+    assert not calls(mcp_log, "delete_issue", "start")
