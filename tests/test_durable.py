@@ -204,7 +204,8 @@ async def test_oversized_result_fails_the_step_with_its_size(
 ) -> None:
     plan = {"steps": [{"id": "huge", "tool": "big", "args": {"kib": 300}}]}
     async with durable_worker(client, task_queue):
-        result = await run(client, task_queue, plan)
+        # Without the result store (tests/test_claim_check.py has the default, by reference).
+        result = await run(client, task_queue, plan, store_results=False)
     outcome = result.outcome("huge")
     assert outcome.status == "failed"
     assert outcome.attempts == 1
@@ -215,7 +216,7 @@ async def test_oversized_result_fails_the_step_with_its_size(
 async def test_result_limit_is_configurable(client: Client, task_queue: str) -> None:
     plan = {"steps": [{"id": "b", "tool": "big", "args": {"kib": 8}}]}
     async with durable_worker(client, task_queue):
-        result = await run(client, task_queue, plan, max_result_bytes=4 * 1024)
+        result = await run(client, task_queue, plan, max_result_bytes=4 * 1024, store_results=False)
     assert result.outcome("b").status == "failed"
     assert "over the 4 KiB limit" in (result.outcome("b").error or "")
 

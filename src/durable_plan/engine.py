@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from durable_plan import expressions
-from durable_plan.agent_step import Template
+from durable_plan.agent_step import AGENT_TOOL, Template
 from durable_plan.check import CheckedPlan, CheckedStep
-from durable_plan.control_steps import EXIT
+from durable_plan.control_steps import CONTROL, EXIT
 from durable_plan.errors import StepError
 from durable_plan.items import ItemRun
 from durable_plan.limits import (
@@ -28,6 +28,7 @@ from durable_plan.limits import (
     truncate_text,
 )
 from durable_plan.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.references import holds_reference, read_inside_message
 from durable_plan.reuse import PRIOR, Recall, Remembered
 from durable_plan.scheduler import Scheduler
 
@@ -87,6 +88,7 @@ class PlanRun:
         self._recall = recall
         self._keys: dict[str, str] = {}  # step -> its arguments' digest, with a recall
         self._reused: dict[str, int] = {}  # step -> the earlier plan whose result it reused
+        self._stored: set[str] = set()  # steps whose result is (or lists) stored references
 
     @property
     def checked(self) -> CheckedPlan:
@@ -140,6 +142,8 @@ class PlanRun:
             )
             return
         self._results[step_id] = value
+        if holds_reference(self._checked.steps[step_id].step.tool, value):
+            self._stored.add(step_id)
         self._end(step_id, "ok", None, duration_ms, attempts)
 
     def record_failure(
@@ -226,15 +230,20 @@ class PlanRun:
         bind: Mapping[str, expressions.Expression],
         templates: Mapping[str, Template],
         args: dict[str, Any],
+        *,
+        passes_refs: bool = False,
     ) -> dict[str, Any] | None:
         """``args`` with ``when``, templates and ``bind`` applied; None when ``when`` is false.
 
         Raises ``StepError`` naming the field (and the bound, for a limit).
+        ``passes_refs``: the step is a tool call, whose activity reads stored results,
+        so a binding may pass one whole (``references.py``).
         """
         budget = self._budget
         field = "when"
         try:
             if when is not None:
+                self._refuse_stored(when, scope, field, False)
                 value = self._evaluate(when, scope, "when matched no value")
                 if not isinstance(value, bool):
                     raise StepError(f"when must be true or false, got {_brief(value)}")
@@ -245,10 +254,30 @@ class PlanRun:
                 args[name] = self._render(template, scope, name, budget)
             for name, expr in bind.items():
                 field = f"binding '{name}'"
+                self._refuse_stored(expr, scope, field, passes_refs)
                 args[name] = self._evaluate(expr, scope, f"binding '{name}' matched no value")
         except LimitExceeded as exc:
             raise StepError(f"{field}: {exc}; {_LIMIT_FIX}") from None
         return args
+
+    def _refuse_stored(
+        self, expr: expressions.Expression, scope: Mapping[str, Any], field: str, whole: bool
+    ) -> None:
+        """Fail an expression that would read inside a result stored by reference: workflow
+        code cannot see the value, and computing over the reference would be silently wrong.
+        Passing one whole (``steps.<id>``, ``whole``) is allowed; nothing to do without any."""
+        if not self._stored:
+            return
+        steps = scope.get("steps")
+        if not isinstance(steps, dict):
+            return
+        reads = expr.refs if not expr.is_dynamic else frozenset(steps)
+        for sid in sorted(reads & self._stored):
+            if sid not in steps:
+                continue
+            if whole and expr.simple_path == (sid,):
+                continue
+            raise StepError(read_inside_message(field, sid, steps[sid], passes_whole=whole))
 
     def _evaluate(
         self, expr: expressions.Expression, scope: Mapping[str, Any], missing_text: str
@@ -265,7 +294,12 @@ class PlanRun:
     def _prepare(self, cs: CheckedStep) -> StepCall | None:
         try:
             args = self.bind_args(
-                self.scope_of(cs), cs.when, cs.bind, cs.templates, dict(cs.step.args)
+                self.scope_of(cs),
+                cs.when,
+                cs.bind,
+                cs.templates,
+                dict(cs.step.args),
+                passes_refs=cs.step.tool not in CONTROL and cs.step.tool != AGENT_TOOL,
             )
         except StepError as exc:
             self._end(cs.id, "failed", str(exc), 0.0, 0)
@@ -312,6 +346,8 @@ class PlanRun:
             outcome = self._outcomes.get(sid)
             if outcome is None or outcome.status != "ok" or sid in self._reused:
                 continue
+            if sid in self._stored:
+                continue  # its stored value is deleted when this plan ends
             entry = recall.learn(sid, outcome.tool, key, self._results[sid])
             if entry is not None:
                 learned.append(entry)
@@ -347,6 +383,9 @@ class PlanRun:
             if isinstance(part, str):
                 parts.append(part)
                 continue
+            self._refuse_stored(
+                part, scope, f"placeholder {{{{ {part.source} }}}} in {name}", False
+            )
             matched, value = expressions.evaluate(
                 part, scope, deterministic=self._checked.durable, budget=budget
             )

@@ -19,8 +19,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from durable_plan.agent_step import AGENT_TOOL
 from durable_plan.control_steps import DEFAULT_CONCURRENCY, MAX_ITEMS, REDUCE, loop_result
 from durable_plan.errors import StepError
+from durable_plan.references import is_reference
+
+REDUCE_STORED_MESSAGE = (
+    "the item's result is stored by reference (too large for history), and a reduce's "
+    "accumulator must be readable by the plan: make the tool return less, or use a map "
+    "and pass its results whole to a tool step"
+)
 
 if TYPE_CHECKING:
     from durable_plan.check import CheckedStep
@@ -93,6 +101,10 @@ class ItemRun:
     def record(self, call: StepCall, ok: bool, value: Any) -> None:
         index = _index(call.step_id)
         self._running.discard(index)
+        if ok and self._reduce and is_reference(value):
+            # The accumulator is read by the next item's expressions, in workflow code,
+            # which cannot see inside a stored result.
+            ok, value = False, REDUCE_STORED_MESSAGE
         if ok:
             self._slots[index] = value
             if self._reduce:
@@ -128,7 +140,12 @@ class ItemRun:
         body = self._body
         try:
             args = self._plan.bind_args(
-                self._scope(index), body.when, body.bind, body.templates, dict(body.args)
+                self._scope(index),
+                body.when,
+                body.bind,
+                body.templates,
+                dict(body.args),
+                passes_refs=body.tool != AGENT_TOOL,
             )
         except StepError as exc:
             self._fail(index, str(exc))

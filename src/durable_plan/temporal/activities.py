@@ -26,6 +26,13 @@ from durable_plan.engine import as_json, non_json_message
 from durable_plan.errors import StepError, interrupt_message
 from durable_plan.limits import truncate_text
 from durable_plan.local import describe_exception
+from durable_plan.result_store import ResultStore
+from durable_plan.temporal.claim_check import (
+    ClaimCheckError,
+    keep_large_result,
+    resolve_args,
+    worker_store,
+)
 from durable_plan.temporal.messages import StepRequest, StepResponse
 from durable_plan.tools import Tool, ToolArgumentError, ToolRegistry
 
@@ -53,11 +60,12 @@ def current_step() -> StepContext | None:
     return _CURRENT.get()
 
 
-def tool_activity(tool: Tool) -> Callable[[dict[str, Any]], Any]:
+def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dict[str, Any]], Any]:
     """Build the activity that runs ``tool`` for a plan step.
 
     It takes and returns plain dicts (``StepRequest`` / ``StepResponse`` on the wire):
-    the data converter's dataclass path costs a type-hint walk per call.
+    the data converter's dataclass path costs a type-hint walk per call. ``store``:
+    where results stored by reference live (default: ``$DURABLE_PLAN_STORE``).
     """
 
     async def run_tool(wire: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +102,16 @@ def tool_activity(tool: Tool) -> Callable[[dict[str, Any]], Any]:
         deadline = asyncio.timeout(own_timeout)
         try:
             async with _heartbeating(info.heartbeat_timeout, record), deadline:
-                raw = await tool.invoke(request.args, {"agent": _NoAgent()})
+                args = request.args
+                if request.store_over_bytes is not None:  # references read back first
+                    args = await resolve_args(
+                        worker_store(store),
+                        workflow_id=info.workflow_id or "",
+                        step_id=request.step_id,
+                        args=args,
+                        max_bytes=request.max_stored_bytes,
+                    )
+                raw = await tool.invoke(args, {"agent": _NoAgent()})
         except TimeoutError as exc:
             if own_timeout is not None and deadline.expired():
                 step_timeout = info.start_to_close_timeout
@@ -103,6 +120,8 @@ def tool_activity(tool: Tool) -> Callable[[dict[str, Any]], Any]:
             raise retryable_failure(describe_exception(exc), type(exc).__name__) from exc
         except ToolArgumentError as exc:
             raise failure(str(exc), "BadArgument", retryable=False) from None
+        except ClaimCheckError as exc:
+            raise failure(str(exc), exc.kind, retryable=False) from None
         except InterruptException:
             # Retrying cannot answer a person's question: fail once, with what to do.
             raise failure(interrupt_message(tool.name), "Interrupted", retryable=False) from None
@@ -125,7 +144,21 @@ def tool_activity(tool: Tool) -> Callable[[dict[str, Any]], Any]:
             ) from None
         text = json.dumps(value, separators=(",", ":"))
         size = len(text.encode())
-        if size > request.max_result_bytes:
+        if request.store_over_bytes is not None and size > request.store_over_bytes:
+            try:
+                text = await keep_large_result(
+                    worker_store(store),
+                    workflow_id=info.workflow_id or "",
+                    step_id=request.step_id,
+                    tool=tool.name,
+                    attempt=info.attempt,
+                    text=text,
+                    size=size,
+                    max_stored_bytes=request.max_stored_bytes,
+                )
+            except ClaimCheckError as exc:
+                raise failure(str(exc), exc.kind, retryable=False) from None
+        elif size > request.max_result_bytes:
             message = (
                 f"step '{request.step_id}': the result of tool '{tool.name}' is "
                 f"{_kib(size)}, over the {_kib(request.max_result_bytes)} limit for results "
@@ -152,11 +185,15 @@ class _NoAgent:
         self._interrupt_state = _InterruptState()
 
 
-def registry_activities(registry: ToolRegistry) -> list[Callable[..., Any]]:
+def registry_activities(
+    registry: ToolRegistry, store: ResultStore | None = None
+) -> list[Callable[..., Any]]:
     """Every tool's activity: wrappers for functions, existing activities as they are (MCP
     tools have none here: ``StrandsPlugin(mcp_clients=...)`` registers their server's)."""
     return [
-        t.target if t.kind == "activity" else tool_activity(t) for t in registry if t.kind != "mcp"
+        t.target if t.kind == "activity" else tool_activity(t, store)
+        for t in registry
+        if t.kind != "mcp"
     ]
 
 

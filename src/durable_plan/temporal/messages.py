@@ -19,6 +19,9 @@ DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
 DEFAULT_MAX_TASK_BYTES = 1024 * 1024
 """Arguments scheduled in one workflow task: the server takes at most 4 MiB per gRPC
 message, so a wide fan-out of large arguments is started over several tasks."""
+DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
+"""A result stored by reference (``claim_check``), and what one step's arguments may
+read back from the store: the activity holds it in memory."""
 DEFAULT_MAX_INTERRUPTIONS = 5
 """Attempts of a step that a lost worker (a crash, a kill, a lost heartbeat) may cut
 short before the step fails, on top of its ``retries``, which count the tool's own
@@ -45,16 +48,24 @@ class StepRequest:
     retries: int | None = None
     """The step's retry budget for the tool's own failures; attempts a lost worker
     interrupted do not spend it (None: every attempt counts, as Temporal counts)."""
+    store_over_bytes: int | None = None
+    """Results over this many bytes go to the worker's result store and the step returns
+    a reference; references in ``args`` are read back (None: neither, as before)."""
+    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES
 
     def to_wire(self) -> dict[str, Any]:
         """The activity argument as a plain dict: the JSON object the dataclass encodes to,
         without the data converter's ``asdict`` deep copy (see ``StepResponse.from_wire``)."""
-        return {
+        wire: dict[str, Any] = {
             "step_id": self.step_id,
             "args": self.args,
             "max_result_bytes": self.max_result_bytes,
             "retries": self.retries,
         }
+        if self.store_over_bytes is not None:
+            wire["store_over_bytes"] = self.store_over_bytes
+            wire["max_stored_bytes"] = self.max_stored_bytes
+        return wire
 
     @classmethod
     def from_wire(cls, data: Any) -> StepRequest:
@@ -64,11 +75,14 @@ class StepRequest:
             raise TypeError(f"not a plan step request: {str(data)[:200]}")
         args = data.get("args")
         retries = data.get("retries")
+        store_over = data.get("store_over_bytes")
         return cls(
             data["step_id"],
             args if isinstance(args, dict) else {},
             _int(data.get("max_result_bytes"), DEFAULT_MAX_RESULT_BYTES),
             retries if isinstance(retries, int) and not isinstance(retries, bool) else None,
+            _int(store_over, 0) if store_over is not None else None,
+            _int(data.get("max_stored_bytes"), DEFAULT_MAX_STORED_BYTES),
         )
 
 
@@ -154,6 +168,21 @@ class PlanInput:
     (``reuse.Recall.to_wire``); the plan then returns what it learned under
     ``"remembered"``. None (plans started before this field, or outside a
     conversation): every step runs and nothing is remembered."""
+    store_results: bool = True
+    """Large results by reference: a tool result over ``store_over_bytes`` goes to the
+    worker's result store and history keeps a reference (``references.py``); False: such
+    a result fails its step, as before. Plans started before these fields never stored
+    anything, so they replay unchanged whatever the defaults."""
+    store_over_bytes: int | None = None
+    """The threshold; None: ``max_result_bytes`` (only results that would not fit)."""
+    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES
+    return_stored: str = "value"
+    """A stored result listed in ``returns``: "value" gives its value when it fits
+    ``max_result_bytes`` (read back by one activity), else the reference with its size and
+    a preview; "preview" always gives the reference."""
+    keep_stored_results: bool = False
+    """True: the plan does not delete what it stored when it ends (a retention sweep or an
+    S3 lifecycle rule does)."""
 
 
 @dataclass

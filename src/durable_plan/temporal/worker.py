@@ -9,8 +9,10 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from durable_plan.result_store import ResultStore
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
+from durable_plan.temporal.claim_check import claim_check_activities, worker_store
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools import ToolRegistry
 
@@ -27,6 +29,7 @@ def plan_worker(
     registry: ToolRegistry,
     workflows: Sequence[type] = (),
     activities: Sequence[Callable[..., Any]] = (),
+    result_store: ResultStore | None = None,
     **worker_kwargs: Any,
 ) -> Worker:
     """Register ``PlanWorkflow``, ``AgentStepWorkflow`` (agent steps), every tool of
@@ -37,7 +40,13 @@ def plan_worker(
     cached plans move to another worker after ``STICKY_TIMEOUT`` instead of the
     SDK's 10 s, and a worker told to stop lets running steps finish for up to
     ``GRACEFUL_SHUTDOWN`` before it goes.
+
+    ``result_store``: where step results too large for history are kept, by reference
+    (``FileResultStore(dir)``, ``S3ResultStore(bucket, prefix)``); default: the store
+    ``$DURABLE_PLAN_STORE`` names, else a directory in the temp dir. Every worker of a
+    task queue needs the same store.
     """
+    store = worker_store(result_store)
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": STICKY_TIMEOUT,
         "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
@@ -47,6 +56,10 @@ def plan_worker(
         client,
         task_queue=task_queue,
         workflows=[PlanWorkflow, AgentStepWorkflow, *workflows],
-        activities=[*registry_activities(registry), *activities],
+        activities=[
+            *registry_activities(registry, store),
+            *claim_check_activities(store),
+            *activities,
+        ],
         **options,
     )

@@ -41,9 +41,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.ids import child_workflow_id
     from durable_plan.items import ItemRun
     from durable_plan.options import ToolOptions
+    from durable_plan.references import is_reference, iter_references
     from durable_plan.reuse import REMEMBERED_KEY, Recall, bounded, reusable_tools
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk
+    from durable_plan.temporal.claim_check import drop_stored, read_returned
     from durable_plan.temporal.hook_relay import HookAsker
     from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
@@ -83,6 +85,7 @@ class PlanWorkflow:
         self._server_events = 0  # activity resolutions seen: each came in a new workflow task
         self._summaries: StepSummaries | None = None  # the UI's activity summaries, built once
         self._recall: Recall | None = None  # the conversation's steps this plan may reuse
+        self._stored_any = False  # a step's result went to the result store (claim check)
 
     @workflow.run
     async def run(self, request: PlanInput) -> dict[str, Any]:
@@ -103,6 +106,11 @@ class PlanWorkflow:
                 type="PlanWorkflowError",
                 non_retryable=True,
             ) from exc
+        finally:
+            # Whatever way the plan ends, what it stored goes (decided from history alone:
+            # only plans that stored something run this activity).
+            if self._stored_any and not request.keep_stored_results:
+                await drop_stored(request.task_queue)
 
     @workflow.query
     def progress(self) -> list[dict[str, Any]]:
@@ -233,7 +241,14 @@ class PlanWorkflow:
         finally:
             if pacer is not None:
                 pacer.cancel()
-        return _bounded_payload(run, request)
+        resolved: dict[str, Any] = {}
+        if self._stored_any and request.return_stored == "value":
+            resolved = await read_returned(
+                run.result().returned,
+                max_bytes=request.max_result_bytes,
+                task_queue=request.task_queue,
+            )
+        return _bounded_payload(run, request, resolved)
 
     def _pacer(self, pacer: asyncio.Task[None] | None) -> asyncio.Task[None]:
         """A 1 ms timer that opens the next workflow task when calls are held back."""
@@ -368,6 +383,9 @@ class PlanWorkflow:
         policy = _StepPolicy.of(
             call, options, owner_rules=self._owner_rules, interruptions=request.max_interruptions
         )
+        unwrapped = options.kind in ("activity", "mcp")
+        if unwrapped and self._stored_any and next(iter_references(call.args), None) is not None:
+            return False, _unwrapped_reference_message(call), 0.0, 0
         try:
             try:
                 if options.kind == "activity":
@@ -404,11 +422,18 @@ class PlanWorkflow:
         self, call: StepCall, policy: _StepPolicy, request: PlanInput
     ) -> Outcome:
         """A registered tool, through its wrapper activity (validated, bounded JSON result)."""
+        store_over: int | None = None
+        if request.store_results:
+            store_over = request.max_result_bytes
+            if request.store_over_bytes is not None:
+                store_over = max(min(request.store_over_bytes, store_over), 0)
         arg = StepRequest(
             call.step_id,
             call.args,
             request.max_result_bytes,
             policy.retries if policy.interruptions else None,
+            store_over,
+            request.max_stored_bytes,
         )
         common = policy.activity_options(call, request, self._summary(call))
         wire: Any
@@ -425,7 +450,10 @@ class PlanWorkflow:
                 **common,
             )
         response = StepResponse.from_wire(wire)
-        return True, response.result, response.duration_ms, response.attempt
+        result = response.result
+        if store_over is not None and is_reference(result):
+            self._stored_any = True
+        return True, result, response.duration_ms, response.attempt
 
     async def _run_raw_activity(
         self, call: StepCall, options: ToolOptions, policy: _StepPolicy, request: PlanInput
@@ -619,7 +647,19 @@ def _history_full_message() -> str:
     )
 
 
-def _bounded_payload(run: PlanRun, request: PlanInput) -> dict[str, Any]:
+def _unwrapped_reference_message(call: StepCall) -> str:
+    """Existing activities and MCP tools run without the wrapper that reads stored results."""
+    return (
+        f"step '{call.step_id}': tool '{call.tool}' (a Temporal activity called as it is, or "
+        "an MCP tool) cannot read a result stored by reference; bind a smaller value, or "
+        "call it from a tool registered as a function (ToolRegistry.add), whose wrapper "
+        "reads the value"
+    )
+
+
+def _bounded_payload(
+    run: PlanRun, request: PlanInput, resolved: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The workflow's result, refused with a clear message if it would not fit.
 
     Error texts are already cut (``MAX_ERROR_CHARS``) and each result is bounded,
@@ -628,6 +668,8 @@ def _bounded_payload(run: PlanRun, request: PlanInput) -> dict[str, Any]:
     payload limit fails on every attempt and the workflow never ends.
     """
     payload = run.result().model_dump(mode="json")
+    if resolved:
+        payload["returned"].update(resolved)  # stored results read back for the model
     returned = _json_size(payload["returned"])
     total = _json_size(payload)
     if total > request.max_returned_bytes:

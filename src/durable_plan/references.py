@@ -1,0 +1,119 @@
+"""Results stored by reference (claim check): what a reference looks like, and the rules for
+reading one in a plan.
+
+A durable plan's tool result over a threshold is kept in a result store
+(``result_store.py``) and the step's result in history is a small reference
+object::
+
+    {"$ref": "durable-plan-store:<key>", "bytes": 20971520, "sha256": "...",
+     "preview": "<the first 1,000 characters of the result's JSON>"}
+
+Workflow code never does I/O, so it never sees the value behind a reference.
+The rule that keeps plans sound without it: a binding of a tool step may pass
+a stored result *whole* (``"steps.a"``), and the tool's activity reads the
+value before calling the tool; any other expression that reads a stored result
+(a field of it, a function of it, a ``when``, a prompt placeholder, a map's
+``over``) fails the step with a message naming the step and the fix, rather
+than silently computing over the reference. Pure functions only: this module
+runs in workflow code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+REF = "$ref"
+SCHEME = "durable-plan-store:"
+PREVIEW_CHARS = 1_000
+"""Characters of the result's JSON text a reference carries, for people and models."""
+
+MAP_TOOL = "map"  # control_steps.MAP, named here to keep this module free of imports
+
+
+def reference(key: str, text: str) -> dict[str, Any]:
+    """The reference to ``text`` (a result's compact JSON) stored under ``key``."""
+    data = text.encode()
+    return {
+        REF: SCHEME + key,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "preview": text[:PREVIEW_CHARS],
+    }
+
+
+def is_reference(value: Any) -> bool:
+    """True for a reference object made by ``reference`` (by shape: a plan cannot tell
+    a forged one from a real one, which is why the store only serves a plan its own keys)."""
+    if type(value) is not dict:
+        return False
+    ref = value.get(REF)
+    return (
+        isinstance(ref, str)
+        and ref.startswith(SCHEME)
+        and isinstance(value.get("sha256"), str)
+        and type(value.get("bytes")) is int
+    )
+
+
+def key_of(ref: dict[str, Any]) -> str:
+    text: str = ref[REF]
+    return text[len(SCHEME) :]
+
+
+def holds_reference(tool: str, value: Any) -> bool:
+    """True if a step's result is a reference, or a map's result lists some (one level:
+    the only places references appear in results)."""
+    if is_reference(value):
+        return True
+    if tool == MAP_TOOL and type(value) is dict:
+        results = value.get("results")
+        return type(results) is list and any(is_reference(item) for item in results)
+    return False
+
+
+def iter_references(value: Any, depth: int = 0) -> Iterator[dict[str, Any]]:
+    """Every reference inside a (bounded, plain JSON) value, depth first."""
+    if depth > 100:
+        return
+    if type(value) is dict:
+        if is_reference(value):
+            yield value
+            return
+        for item in value.values():
+            yield from iter_references(item, depth + 1)
+    elif type(value) is list:
+        for item in value:
+            yield from iter_references(item, depth + 1)
+
+
+def size_text(size: int) -> str:
+    """20971520 -> "20.0 MiB"."""
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.1f} MiB"
+    return f"{size / 1024:.0f} KiB"
+
+
+def read_inside_message(field: str, step_id: str, value: Any, *, passes_whole: bool) -> str:
+    """Why an expression may not read a stored result, and what to write instead."""
+    if is_reference(value):
+        size = size_text(value["bytes"])
+        what = f"the result of step '{step_id}' is stored by reference ({size})"
+    else:
+        what = f"the results of step '{step_id}''s items are stored by reference"
+    if passes_whole:
+        fix = (
+            f'bind the whole result ("steps.{step_id}") to an argument of a tool step: its '
+            "activity receives the value and the tool picks what it needs; or make the tool "
+            "return less"
+        )
+    else:
+        fix = (
+            f'pass the whole result ("steps.{step_id}") to a tool step (an argument of its '
+            "bind), which receives the value; or make the tool return less"
+        )
+    return (
+        f"{field} reads inside a stored result: {what}, kept outside the workflow's history, "
+        f"so the plan cannot look inside it; {fix}"
+    )

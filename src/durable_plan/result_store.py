@@ -1,0 +1,222 @@
+"""Where large step results live outside Temporal's history: a small store protocol, a
+local-filesystem store (the embedded default) and an S3 store (deployments).
+
+Every result a plan stores is under one key prefix per plan workflow (a digest
+of its workflow id), so the plan's clean-up deletes one prefix, and a tool's
+activity can refuse a reference that does not belong to the plan it serves.
+Keys are ``<plan digest>/<step id>/<attempt>``: a retried step writes a new
+object and never collides with what an earlier attempt left.
+
+Stores are called from activities only (never from workflow code), through
+``asyncio.to_thread``: their methods are plain blocking calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
+
+STORE_ENV = "DURABLE_PLAN_STORE"
+"""A directory, or ``s3://bucket/prefix``: the store ``store_from_env`` builds."""
+
+
+class StoredResultMissing(LookupError):
+    """The store has no object under the key (deleted, expired, or another store)."""
+
+
+@runtime_checkable
+class ResultStore(Protocol):
+    """What the claim check needs from a store. Keys are ``/``-separated, URL-safe."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes; ``StoredResultMissing`` if there is none."""
+        ...
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Delete every object whose key starts with ``prefix + "/"``; how many."""
+        ...
+
+    def where(self, key: str) -> str:
+        """Where the object lives, for error messages (a path, an s3:// URL)."""
+        ...
+
+
+def plan_prefix(workflow_id: str) -> str:
+    """The key prefix of one plan workflow's results: a digest, because workflow ids may
+    hold any character (``/``, ``..``) and be long."""
+    return hashlib.sha256(workflow_id.encode()).hexdigest()[:32]
+
+
+def result_key(workflow_id: str, step_id: str, attempt: int) -> str:
+    """``<plan digest>/<step id>/<attempt>`` (a map item's ``rolls[2]`` is quoted)."""
+    return f"{plan_prefix(workflow_id)}/{quote(step_id, safe='')}/{attempt}"
+
+
+def _checked_key(key: str) -> str:
+    parts = key.split("/")
+    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a result store key: {key!r}")
+    return key
+
+
+class FileResultStore:
+    """Results as files under ``root`` (created on first use).
+
+    For one machine, or workers sharing a volume: a worker on another machine
+    with its own disk cannot read what this one wrote (that step then fails,
+    naming the path). Writes go to a temporary file that is renamed into place,
+    so a reader never sees half an object.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / _checked_key(key)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+        try:
+            partial.write_bytes(data)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise StoredResultMissing(f"no file {self._path(key)}") from None
+
+    def delete_prefix(self, prefix: str) -> int:
+        top = self._path(prefix)
+        count = 0
+        if not top.is_dir():
+            return 0
+        for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+                count += 1
+        top.rmdir()
+        return count
+
+    def sweep(self, older_than_s: float) -> int:
+        """Retention: delete objects written more than ``older_than_s`` ago (what plans
+        kept with ``keep_stored_results``, or left by a terminated workflow)."""
+        cutoff = time.time() - older_than_s
+        count = 0
+        if not self.root.is_dir():
+            return 0
+        for path in self.root.rglob("*"):
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink(missing_ok=True)
+                count += 1
+        return count
+
+    def where(self, key: str) -> str:
+        return str(self._path(key))
+
+    def __repr__(self) -> str:
+        return f"FileResultStore({str(self.root)!r})"
+
+
+class S3ResultStore:
+    """Results as objects in an S3 bucket (or any S3-compatible service), under ``prefix``.
+
+    ``client``: a boto3 S3 client; without one, ``boto3.client("s3", **client_kwargs)``
+    is made on first use (credentials and region as boto3 finds them; ``endpoint_url``
+    for S3-compatible services). For retention of kept results, an S3 lifecycle rule
+    on the prefix is the usual tool; ``sweep`` does the same by hand.
+    """
+
+    def __init__(
+        self, bucket: str, prefix: str = "", *, client: Any = None, **client_kwargs: Any
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self._client = client
+        self._client_kwargs = client_kwargs
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3  # type: ignore[import-untyped]
+
+            self._client = boto3.client("s3", **self._client_kwargs)
+        return self._client
+
+    def _key(self, key: str) -> str:
+        key = _checked_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except self.client.exceptions.NoSuchKey:
+            raise StoredResultMissing(f"no object {self.where(key)}") from None
+        data: bytes = response["Body"].read()
+        return data
+
+    def _delete(self, list_prefix: str, keep: Any = None) -> int:
+        count = 0
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=list_prefix):
+            keys = [
+                {"Key": item["Key"]}
+                for item in page.get("Contents", ())
+                if keep is None or not keep(item)
+            ]
+            for start in range(0, len(keys), 1000):  # delete_objects takes 1,000 at most
+                batch = keys[start : start + 1000]
+                self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+                count += len(batch)
+        return count
+
+    def delete_prefix(self, prefix: str) -> int:
+        return self._delete(self._key(prefix) + "/")
+
+    def sweep(self, older_than_s: float) -> int:
+        """Retention by hand: delete objects under the prefix older than ``older_than_s``."""
+        cutoff = time.time() - older_than_s
+        base = f"{self.prefix}/" if self.prefix else ""
+        return self._delete(base, keep=lambda item: item["LastModified"].timestamp() >= cutoff)
+
+    def where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+    def __repr__(self) -> str:
+        return f"S3ResultStore({self.bucket!r}, {self.prefix!r})"
+
+
+def default_root() -> Path:
+    """Where the embedded default keeps results: ``durable-plan-results`` in the temp dir."""
+    return Path(tempfile.gettempdir()) / "durable-plan-results"
+
+
+def store_from_env(value: str | None = None) -> ResultStore:
+    """The store ``$DURABLE_PLAN_STORE`` names (or ``value``): ``s3://bucket/prefix`` for
+    S3, any other text a directory; unset, a directory in the temp dir (one machine)."""
+    spec = value if value is not None else os.environ.get(STORE_ENV, "")
+    if spec.startswith("s3://"):
+        bucket, _, prefix = spec[len("s3://") :].partition("/")
+        if not bucket:
+            raise ValueError(f"{STORE_ENV}={spec!r}: name a bucket, s3://bucket/prefix")
+        return S3ResultStore(bucket, prefix)
+    return FileResultStore(spec or default_root())

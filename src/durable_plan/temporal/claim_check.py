@@ -1,0 +1,240 @@
+"""Large results by reference, durably: the activity side and the plan workflow's side.
+
+Activity side (``run_tool`` calls these): a result over the plan's threshold is
+written to the worker's ``ResultStore`` and the activity returns a reference
+instead (``references.reference``); references in a step's arguments are read
+back, checked (this plan's own, intact, within the size bound) and replaced by
+their values before the tool runs. Workflow side: at its end the plan reads
+back returned results small enough for the model (``return_stored="value"``)
+with one activity, and deletes what it stored with another, so the workflow
+itself never does I/O. Both are skipped unless the plan stored something, so a
+plan of small results costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+from urllib.parse import unquote
+
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from durable_plan.references import is_reference, iter_references, key_of, reference, size_text
+from durable_plan.result_store import (
+    ResultStore,
+    StoredResultMissing,
+    plan_prefix,
+    result_key,
+    store_from_env,
+)
+
+DROP_RESULTS = "durable_plan_drop_stored_results"
+READ_RESULTS = "durable_plan_read_stored_results"
+
+
+class ClaimCheckError(Exception):
+    """A reference a step cannot use, or a result it cannot store; ``kind`` is the
+    failure type the step reports (never retried: retrying would not change it)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+_ENV_STORE: list[ResultStore] = []
+
+
+def worker_store(store: ResultStore | None) -> ResultStore:
+    """``store``, or the one ``$DURABLE_PLAN_STORE`` names (built once per process)."""
+    if store is not None:
+        return store
+    if not _ENV_STORE:
+        _ENV_STORE.append(store_from_env())
+    return _ENV_STORE[0]
+
+
+def source_step(ref: dict[str, Any]) -> str:
+    """The step whose result a reference holds (its key's middle part)."""
+    parts = key_of(ref).split("/")
+    return unquote(parts[1]) if len(parts) == 3 else "?"
+
+
+async def keep_large_result(
+    store: ResultStore,
+    *,
+    workflow_id: str,
+    step_id: str,
+    tool: str,
+    attempt: int,
+    text: str,
+    size: int,
+    max_stored_bytes: int,
+) -> str:
+    """Store ``text`` (a result of ``size`` bytes) and return its reference's JSON."""
+    if size > max_stored_bytes:
+        raise ClaimCheckError(
+            f"step '{step_id}': the result of tool '{tool}' is {size_text(size)}, over the "
+            f"{size_text(max_stored_bytes)} limit for results stored by reference "
+            "(max_stored_bytes); make the tool return less, or store the data itself and "
+            "return where it is",
+            "ResultTooLarge",
+        )
+    key = result_key(workflow_id, step_id, attempt)
+    await asyncio.to_thread(store.put, key, text.encode())
+    return json.dumps(reference(key, text), separators=(",", ":"))
+
+
+async def resolve_args(
+    store: ResultStore,
+    *,
+    workflow_id: str,
+    step_id: str,
+    args: dict[str, Any],
+    max_bytes: int,
+) -> dict[str, Any]:
+    """``args`` with every reference replaced by the stored value (``args`` itself if it
+    holds none). Raises ``ClaimCheckError`` naming the step, the argument and the fix."""
+    found: dict[str, tuple[str, dict[str, Any]]] = {}  # key -> (argument, reference)
+    for name, value in args.items():
+        for ref in iter_references(value):
+            found.setdefault(key_of(ref), (name, ref))
+    if not found:
+        return args
+    own = plan_prefix(workflow_id) + "/"
+    total = 0
+    for key, (name, ref) in found.items():
+        where = f"step '{step_id}': argument '{name}'"
+        if not key.startswith(own):
+            raise ClaimCheckError(
+                f"{where} holds a reference to a result this plan did not store; bind "
+                "results of this plan's own steps (steps.<id>)",
+                "ForeignReference",
+            )
+        total += ref["bytes"]
+        if total > max_bytes:
+            raise ClaimCheckError(
+                f"{where}: the stored results bound to this step add up to "
+                f"{size_text(total)} or more, over the {size_text(max_bytes)} limit "
+                "(max_stored_bytes); pass fewer or smaller results to one step",
+                "ResultTooLarge",
+            )
+    values: dict[str, Any] = {}
+    for key, (name, ref) in found.items():
+        values[key] = await _load(store, key, ref, f"step '{step_id}': argument '{name}'")
+    return {name: _replace(value, values) for name, value in args.items()}
+
+
+async def _load(store: ResultStore, key: str, ref: dict[str, Any], where: str) -> Any:
+    source = source_step(ref)
+    try:
+        data = await asyncio.to_thread(store.get, key)
+    except StoredResultMissing as exc:
+        raise ClaimCheckError(
+            f"{where} holds the result of step '{source}' stored by reference "
+            f"({size_text(ref['bytes'])}), and the result store has no object for it "
+            f"({exc}): it was cleaned up (its plan has closed, or a retention sweep ran), or "
+            f"this worker uses another store ({store!r}); run step '{source}' again, or give "
+            "every worker the same store (DURABLE_PLAN_STORE, or plan_worker(result_store=...))",
+            "StoredResultMissing",
+        ) from None
+    if hashlib.sha256(data).hexdigest() != ref["sha256"]:
+        raise ClaimCheckError(
+            f"{where} holds the result of step '{source}' stored by reference, and the "
+            f"stored object ({store.where(key)}) is not the one stored (its sha256 differs); "
+            f"run step '{source}' again",
+            "StoredResultCorrupt",
+        )
+    return json.loads(data)
+
+
+def _replace(value: Any, values: dict[str, Any]) -> Any:
+    if type(value) is dict:
+        if is_reference(value):
+            return values[key_of(value)]
+        return {k: _replace(v, values) for k, v in value.items()}
+    if type(value) is list:
+        return [_replace(v, values) for v in value]
+    return value
+
+
+def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..., Any]]:
+    """The plan workflow's two store activities, on ``store`` (default: ``worker_store``)."""
+
+    @activity.defn(name=DROP_RESULTS)
+    async def drop_stored_results(request: dict[str, Any]) -> int:
+        """Delete every result the calling plan workflow stored (its key prefix)."""
+        prefix = plan_prefix(activity.info().workflow_id or "")
+        return await asyncio.to_thread(worker_store(store).delete_prefix, prefix)
+
+    @activity.defn(name=READ_RESULTS)
+    async def read_stored_results(request: dict[str, Any]) -> dict[str, str]:
+        """The JSON text of each returned reference the store still has and that is intact
+        (a missing one keeps its preview: the plan's answer must not fail for it)."""
+        own = plan_prefix(activity.info().workflow_id or "") + "/"
+        texts: dict[str, str] = {}
+        for step, ref in dict(request.get("refs") or {}).items():
+            if not is_reference(ref) or not key_of(ref).startswith(own):
+                continue
+            try:
+                data = await asyncio.to_thread(worker_store(store).get, key_of(ref))
+            except StoredResultMissing:
+                continue
+            if hashlib.sha256(data).hexdigest() == ref["sha256"]:
+                texts[step] = data.decode()
+        return texts
+
+    return [drop_stored_results, read_stored_results]
+
+
+# -- the plan workflow's side (workflow code: no I/O here, only activities) ----------------
+
+
+def _options(task_queue: str | None) -> dict[str, Any]:
+    return {
+        "task_queue": task_queue,
+        "start_to_close_timeout": timedelta(seconds=60),
+        "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
+    }
+
+
+async def read_returned(
+    returned: dict[str, Any], *, max_bytes: int, task_queue: str | None
+) -> dict[str, Any]:
+    """Returned references whose value fits ``max_bytes`` (what the model may see), read
+    back by one activity; the rest keep their reference (size and preview)."""
+    wanted = {
+        sid: value
+        for sid, value in returned.items()
+        if is_reference(value) and value["bytes"] <= max_bytes
+    }
+    if not wanted:
+        return {}
+    try:
+        texts = await workflow.execute_activity(
+            READ_RESULTS,
+            {"refs": wanted},
+            result_type=dict,
+            summary="read stored results for returns",
+            **_options(task_queue),
+        )
+    except ActivityError as exc:
+        workflow.logger.warning("stored results not read back: %s", exc)
+        return {}
+    return {sid: json.loads(text) for sid, text in texts.items() if sid in wanted}
+
+
+async def drop_stored(task_queue: str | None) -> None:
+    """Delete what this plan stored; a failure is logged, never the plan's failure
+    (what is left is what a retention sweep removes)."""
+    try:
+        await workflow.execute_activity(
+            DROP_RESULTS, {}, summary="delete stored results", **_options(task_queue)
+        )
+    except ActivityError as exc:
+        workflow.logger.warning("stored results not deleted: %s", exc)

@@ -1,0 +1,471 @@
+"""Large results by reference (claim check) on a real dev server: a 20 MiB result passes
+between two steps while the history stays small, the store is cleaned when the plan ends,
+a missing object fails its step clearly, expressions cannot read inside a stored result,
+histories replay; the S3 store against moto's S3 server through the real boto3 client."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.worker import Replayer
+
+from durable_plan.references import is_reference
+from durable_plan.result_store import (
+    FileResultStore,
+    ResultStore,
+    S3ResultStore,
+    StoredResultMissing,
+    plan_prefix,
+    result_key,
+    store_from_env,
+)
+from durable_plan.temporal import PlanWorkflow, plan_worker, run_plan, start_plan
+from durable_plan.tools import ToolRegistry
+
+MIB = 1024 * 1024
+WIPE: list[ResultStore] = []  # the store the `wipe` tool empties (set by a test)
+
+
+def _text(size: int) -> str:
+    """Deterministic, not one repeated character: a truncation or mix-up would show."""
+    unit = "".join(chr(97 + (n * 7) % 26) for n in range(997))
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+async def document(mib: float) -> dict[str, Any]:
+    """A large result: {"title", "text"}."""
+    return {"title": "big", "text": _text(int(mib * MIB))}
+
+
+async def measure(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a later step computes from the whole document."""
+    text = doc["text"]
+    return {"chars": len(text), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+async def measure_all(docs: list[Any]) -> list[int]:
+    return [len(d["text"]) for d in docs]
+
+
+async def echo_text(text: str) -> str:
+    return text
+
+
+async def wipe() -> str:
+    """Deletes everything in the test's store: the next step's reference dangles."""
+    store = WIPE[0]
+    assert isinstance(store, FileResultStore)
+    for path in store.root.rglob("*"):
+        if path.is_file():
+            path.unlink()
+    return "wiped"
+
+
+async def hold(seconds: float) -> str:
+    """Waits, heartbeating, so a cancelled plan's cancellation reaches it."""
+    for _ in range(int(seconds * 10)):
+        activity.heartbeat()
+        await asyncio.sleep(0.1)
+    return "held"
+
+
+@activity.defn
+async def raw_measure(doc: dict[str, Any]) -> int:
+    """An existing Temporal activity, called as it is (no wrapper to read references)."""
+    return len(doc)
+
+
+def _registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    for fn in (document, measure, measure_all, echo_text, wipe):
+        registry.add(fn, timeout_s=60, retries=0)
+    registry.add(hold, timeout_s=60, retries=0, heartbeat_timeout_s=2)
+    registry.add(raw_measure, timeout_s=60, retries=0)
+    return registry
+
+
+REGISTRY = _registry()
+
+
+def _files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+async def _history_bytes(client: Client, workflow_id: str) -> int:
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return sum(event.ByteSize() for event in history.events)
+
+
+# -- durable plans with the filesystem store -----------------------------------------------
+
+
+async def test_20_mib_result_passes_by_reference_history_small_store_cleaned(
+    client: Client, task_queue: str, workflow_id: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "document", "args": {"mib": 20}},
+            {"id": "b", "tool": "measure", "bind": {"doc": "steps.a"}},
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        handle = await start_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, workflow_id=workflow_id
+        )
+        result = await handle.result()
+    expected = _text(20 * MIB)
+    assert result.outcome("b").status == "ok", result.outcome("b").error
+    assert result.returned["b"] == {
+        "chars": 20 * MIB,
+        "sha256": hashlib.sha256(expected.encode()).hexdigest(),
+    }
+    # What the model sees of a: the reference, its size and a preview (20 MiB > the cap).
+    ref = result.returned["a"]
+    assert is_reference(ref)
+    assert ref["bytes"] > 20 * MIB and ref["preview"].startswith('{"title":"big","text":"ahov')
+    assert len(ref["preview"]) == 1000
+    size = await _history_bytes(client, workflow_id)
+    print(f"history of a plan passing 20 MiB by reference: {size} bytes")
+    assert size < 64 * 1024
+    assert _files(tmp_path / "store") == []  # cleaned when the plan ended
+    history = await handle.handle.fetch_history()
+    await Replayer(workflows=[PlanWorkflow]).replay_workflow(history)
+    activities = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert activities == ["document", "measure", "durable_plan_drop_stored_results"]
+
+
+async def test_small_results_stay_inline_and_cost_no_extra_activity(
+    client: Client, task_queue: str, workflow_id: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {"steps": [{"id": "a", "tool": "echo_text", "args": {"text": "hi"}}]}
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        handle = await start_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, workflow_id=workflow_id
+        )
+        result = await handle.result()
+    assert result.returned == {"a": "hi"}
+    history = await handle.handle.fetch_history()
+    scheduled = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert len(scheduled) == 1
+
+
+async def test_missing_stored_object_fails_the_step_clearly(
+    client: Client, task_queue: str, workflow_id: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    WIPE[:] = [store]
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "document", "args": {"mib": 0.5}},
+            {"id": "gone", "tool": "wipe", "after": ["a"]},
+            {"id": "b", "tool": "measure", "bind": {"doc": "steps.a"}, "after": ["gone"]},
+        ],
+        "on_error": "continue",
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        result = await run_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, workflow_id=workflow_id
+        )
+    b = result.outcome("b")
+    assert b.status == "failed" and b.attempts == 1
+    error = b.error or ""
+    assert "step 'b': argument 'doc' holds the result of step 'a' stored by reference" in error
+    assert "the result store has no object for it" in error and "run step 'a' again" in error
+
+
+async def test_expressions_cannot_read_inside_a_stored_result(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "document", "args": {"mib": 0.5}},
+            {"id": "field", "tool": "echo_text", "bind": {"text": "steps.a.title"}},
+            {"id": "func", "tool": "echo_text", "bind": {"text": "$string($length(steps.a.text))"}},
+            {"id": "cond", "tool": "measure", "bind": {"doc": "steps.a"}, "when": "steps.a.title"},
+            {"id": "whole", "tool": "measure", "bind": {"doc": "steps.a"}},
+            {"id": "raw", "tool": "raw_measure", "bind": {"doc": "steps.a"}},
+        ],
+        "on_error": "continue",
+        "returns": ["whole"],
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        result = await run_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+    assert result.outcome("whole").status == "ok"
+    assert result.returned["whole"]["chars"] == int(0.5 * MIB)
+    assert result.outcome("raw").status == "failed"
+    assert "cannot read a result stored by reference" in (result.outcome("raw").error or "")
+    for sid, field in (("field", "binding 'text'"), ("func", "binding 'text'"), ("cond", "when")):
+        outcome = result.outcome(sid)
+        assert outcome.status == "failed", sid
+        error = outcome.error or ""
+        assert error.startswith(f"{field} reads inside a stored result: the result of step 'a'")
+        assert (
+            'bind the whole result ("steps.a")' in error
+            or 'pass the whole result ("steps.a")' in error
+        )
+
+
+async def test_map_results_by_reference_pass_whole_and_reduce_refuses(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {
+        "steps": [
+            {
+                "id": "docs",
+                "tool": "map",
+                "args": {"over": [0.3, 0.4], "do": {"tool": "document", "bind": {"mib": "item"}}},
+            },
+            {"id": "sizes", "tool": "measure_all", "bind": {"docs": "steps.docs.results"}},
+            {"id": "all", "tool": "measure_all", "bind": {"docs": "[steps.docs]"}},
+            {
+                "id": "fold",
+                "tool": "reduce",
+                "args": {"over": [0.3], "do": {"tool": "document", "bind": {"mib": "item"}}},
+            },
+        ],
+        "on_error": "continue",
+        "returns": ["sizes"],
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        result = await run_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+    # steps.docs.results reads inside the map's result, which lists references: refused.
+    assert result.outcome("sizes").status == "failed"
+    assert "items are stored by reference" in (result.outcome("sizes").error or "")
+    assert result.outcome("all").status == "failed"
+    assert result.outcome("fold").status == "failed"
+    assert "reduce's accumulator" in (result.outcome("fold").error or "")
+    assert _files(tmp_path / "store") == []
+
+
+async def test_map_passed_whole_reads_every_item(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+
+    plan = {
+        "steps": [
+            {
+                "id": "docs",
+                "tool": "map",
+                "args": {"over": [0.3, 0.4], "do": {"tool": "document", "bind": {"mib": "item"}}},
+            },
+            {"id": "sizes", "tool": "measure_map", "bind": {"fan": "steps.docs"}},
+        ],
+    }
+    registry = _registry()
+
+    async def measure_map(fan: dict[str, Any]) -> list[int]:
+        return [len(d["text"]) for d in fan["results"]]
+
+    registry.add(measure_map)
+    async with plan_worker(client, task_queue=task_queue, registry=registry, result_store=store):
+        result = await run_plan(client, plan, task_queue=task_queue, registry=registry)
+    assert result.returned["sizes"] == [int(0.3 * MIB), int(0.4 * MIB)]
+
+
+async def test_returns_value_when_it_fits_the_cap_else_preview(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {"steps": [{"id": "a", "tool": "document", "args": {"mib": 0.01}}]}
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        value = await run_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, store_over_bytes=4096
+        )
+        preview = await run_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=REGISTRY,
+            store_over_bytes=4096,
+            return_stored="preview",
+        )
+        off = await run_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=REGISTRY,
+            store_over_bytes=4096,
+            store_results=False,
+            max_result_bytes=4096,
+        )
+    assert value.returned["a"] == {"title": "big", "text": _text(int(0.01 * MIB))}
+    assert is_reference(preview.returned["a"]) and preview.returned["a"]["bytes"] > 10_000
+    assert off.outcome("a").status == "failed"
+    assert "over the 4 KiB limit for results kept in history" in (off.outcome("a").error or "")
+    assert _files(tmp_path / "store") == []
+
+
+async def test_cancelled_plan_still_cleans_its_store(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "document", "args": {"mib": 0.5}},
+            {"id": "wait", "tool": "hold", "args": {"seconds": 30}, "after": ["a"]},
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+        while not _files(tmp_path / "store"):
+            await asyncio.sleep(0.05)
+        while not any(
+            line["id"] == "wait" and line["phase"] == "running" for line in await handle.progress()
+        ):
+            await asyncio.sleep(0.05)
+        await handle.handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.handle.result()
+    assert _files(tmp_path / "store") == []
+
+
+async def test_keep_stored_results_leaves_them_for_a_retention_sweep(
+    client: Client, task_queue: str, workflow_id: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    plan = {"steps": [{"id": "a", "tool": "document", "args": {"mib": 0.5}}]}
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        result = await run_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=REGISTRY,
+            workflow_id=workflow_id,
+            keep_stored_results=True,
+        )
+    ref = result.returned["a"]
+    key = result_key(workflow_id, "a", 1)
+    assert ref["$ref"] == f"durable-plan-store:{key}"
+    assert store.get(key).decode().startswith('{"title":"big"')
+    assert store.sweep(older_than_s=3600) == 0
+    assert store.sweep(older_than_s=0) == 1
+    assert _files(tmp_path / "store") == []
+
+
+# -- the stores themselves --------------------------------------------------------------
+
+
+def test_file_store_keys_are_safe_and_missing_is_clear(tmp_path: Path) -> None:
+    store = FileResultStore(tmp_path)
+    store.put("p/s/1", b"abc")
+    assert store.get("p/s/1") == b"abc"
+    for bad in ("../x", "/etc/passwd", "p//1", "p/./1"):
+        with pytest.raises(ValueError):
+            store.put(bad, b"")
+    with pytest.raises(StoredResultMissing, match="no file"):
+        store.get("p/s/2")
+    assert store.delete_prefix("p") == 1 and store.delete_prefix("p") == 0
+    assert result_key("wf/with/../slashes", "rolls[2]", 3) == (
+        f"{plan_prefix('wf/with/../slashes')}/rolls%5B2%5D/3"
+    )
+
+
+def test_store_from_env(tmp_path: Path) -> None:
+    assert isinstance(store_from_env(str(tmp_path)), FileResultStore)
+    s3 = store_from_env("s3://bucket/some/prefix")
+    assert isinstance(s3, S3ResultStore) and (s3.bucket, s3.prefix) == ("bucket", "some/prefix")
+    with pytest.raises(ValueError, match="name a bucket"):
+        store_from_env("s3://")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3-compatible HTTP server on a free loopback port."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def _s3_client(endpoint: str) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def test_s3_store_put_get_delete_and_sweep(s3_endpoint: str) -> None:
+    s3 = _s3_client(s3_endpoint)
+    s3.create_bucket(Bucket="unit")
+    store = S3ResultStore("unit", "plans/", client=s3)
+    store.put("p/s/1", b"one")
+    store.put("p/t/1", b"two")
+    store.put("q/s/1", b"other plan")
+    assert store.get("p/s/1") == b"one"
+    assert store.where("p/s/1") == "s3://unit/plans/p/s/1"
+    with pytest.raises(StoredResultMissing, match="s3://unit/plans/p/s/9"):
+        store.get("p/s/9")
+    assert store.delete_prefix("p") == 2
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="unit").get("Contents", [])]
+    assert keys == ["plans/q/s/1"]
+    assert store.sweep(older_than_s=3600) == 0 and store.sweep(older_than_s=-60) == 1
+
+
+async def test_s3_store_passes_a_result_by_reference_durably(
+    client: Client, task_queue: str, workflow_id: str, s3_endpoint: str
+) -> None:
+    s3 = _s3_client(s3_endpoint)
+    s3.create_bucket(Bucket="plans")
+    store = S3ResultStore("plans", "results", client=s3)
+    seen: list[list[str]] = []
+
+    async def watch_bucket() -> None:
+        while True:
+            page = await asyncio.to_thread(s3.list_objects_v2, Bucket="plans")
+            seen.append([o["Key"] for o in page.get("Contents", [])])
+            await asyncio.sleep(0.05)
+
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "document", "args": {"mib": 3}},
+            {"id": "b", "tool": "measure", "bind": {"doc": "steps.a"}},
+        ],
+        "returns": ["b"],
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        watcher = asyncio.create_task(watch_bucket())
+        try:
+            result = await run_plan(
+                client, plan, task_queue=task_queue, registry=REGISTRY, workflow_id=workflow_id
+            )
+        finally:
+            watcher.cancel()
+    assert result.returned["b"]["chars"] == 3 * MIB
+    assert [f"results/{result_key(workflow_id, 'a', 1)}"] in seen  # it was in the bucket
+    assert s3.list_objects_v2(Bucket="plans").get("KeyCount") == 0  # and is gone
+    assert await _history_bytes(client, workflow_id) < 64 * 1024
