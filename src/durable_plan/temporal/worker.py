@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -15,6 +15,9 @@ from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.claim_check import claim_check_activities, worker_store
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from durable_plan.encryption import Keyring
 
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a plan's next workflow task waits for the worker that has it cached. A lost
@@ -29,6 +32,7 @@ def plan_worker(
     registry: ToolRegistry,
     workflows: Sequence[type] = (),
     activities: Sequence[Callable[..., Any]] = (),
+    encryption: Keyring | None = None,
     result_store: ResultStore | None = None,
     **worker_kwargs: Any,
 ) -> Worker:
@@ -41,12 +45,21 @@ def plan_worker(
     SDK's 10 s, and a worker told to stop lets running steps finish for up to
     ``GRACEFUL_SHUTDOWN`` before it goes.
 
+    ``encryption`` (``Keyring.from_env()``, say) seals every payload the worker writes and
+    opens the ones it reads (`durable_plan.encryption`): the worker runs on a client like
+    ``client`` whose data converter encrypts. Clients that start plans or read their results
+    need the same keys (``EncryptionPlugin``).
+
     ``result_store``: where step results too large for history are kept, by reference
     (``FileResultStore(dir)``, ``S3ResultStore(bucket, prefix)``); default: the store
     ``$DURABLE_PLAN_STORE`` names, else a directory in the temp dir. Every worker of a
     task queue needs the same store.
     """
     store = worker_store(result_store)
+    if encryption is not None:
+        from durable_plan.encryption import encrypted_client
+
+        client = encrypted_client(client, encryption)
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": STICKY_TIMEOUT,
         "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
