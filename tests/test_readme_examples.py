@@ -35,6 +35,7 @@ def test_every_python_block_is_a_file_the_tests_run() -> None:
         "examples/agent_workflow.py",
         "examples/in_your_workflow.py",
         "examples/plans_without_agent.py",
+        "examples/large_results.py",
     }
 
 
@@ -96,3 +97,11 @@ def test_in_your_workflow_runs(temporal_target: str) -> None:
 def test_plans_without_agent_runs(temporal_target: str) -> None:
     out = _run_example("plans_without_agent.py", temporal_target)
     assert "rm:" in out
+
+
+def test_large_results_runs(temporal_target: str) -> None:
+    out = _run_example("large_results.py", temporal_target)
+    assert "count: {'chars': 20976554, 'pages': 2048}" in out
+    assert "left in the store: []" in out
+    history = int(out.split("history: ")[1].split()[0])
+    assert history < 64 * 1024, out
