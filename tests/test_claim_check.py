@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import socket
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +20,7 @@ import boto3
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
 from durable_plan.references import is_reference
@@ -469,3 +473,71 @@ async def test_s3_store_passes_a_result_by_reference_durably(
     assert [f"results/{result_key(workflow_id, 'a', 1)}"] in seen  # it was in the bucket
     assert s3.list_objects_v2(Bucket="plans").get("KeyCount") == 0  # and is gone
     assert await _history_bytes(client, workflow_id) < 64 * 1024
+
+
+# -- a recorded history replays (here, and in a process with another hash seed) -----------
+
+FIXTURE = Path(__file__).parent / "fixtures" / "histories" / "claim_check.json"
+FIXTURE_ID = "claim-check-fixture"
+FIXTURE_PLAN = {
+    "steps": [
+        {"id": "a", "tool": "document", "args": {"mib": 0.01}},
+        {"id": "b", "tool": "measure", "bind": {"doc": "steps.a"}},
+        {"id": "c", "tool": "echo_text", "bind": {"text": "steps.a.title"}},
+    ],
+    "on_error": "continue",
+}
+RECORD_ENV = "DURABLE_PLAN_RECORD_HISTORIES"
+
+
+@pytest.mark.skipif(not os.environ.get(RECORD_ENV), reason=f"set {RECORD_ENV}=1 to re-record")
+async def test_record_claim_check_history(client: Client, task_queue: str, tmp_path: Path) -> None:
+    store = FileResultStore(tmp_path / "store")
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        handle = await start_plan(
+            client,
+            FIXTURE_PLAN,
+            task_queue=task_queue,
+            registry=REGISTRY,
+            workflow_id=f"{FIXTURE_ID}-{uuid.uuid4().hex[:8]}",
+            store_over_bytes=4096,
+        )
+        await handle.result()
+        history = await handle.handle.fetch_history()
+    FIXTURE.write_text(history.to_json() + "\n")
+
+
+def _fixture_activities(history: WorkflowHistory) -> list[str]:
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def test_recorded_claim_check_history_replays() -> None:
+    """Stored, passed whole, refused inside, read back for returns, deleted: as recorded."""
+    history = WorkflowHistory.from_json(FIXTURE_ID, FIXTURE.read_text())
+    assert _fixture_activities(history) == [
+        "document",
+        "measure",
+        "durable_plan_read_stored_results",
+        "durable_plan_drop_stored_results",
+    ]
+    await Replayer(workflows=[PlanWorkflow]).replay_workflow(history)
+    script = (
+        "import asyncio, sys\n"
+        "from temporalio.client import WorkflowHistory\n"
+        "from temporalio.worker import Replayer\n"
+        "from durable_plan.temporal import PlanWorkflow\n"
+        "h = WorkflowHistory.from_json('x', open(sys.argv[1]).read())\n"
+        "asyncio.run(Replayer(workflows=[PlanWorkflow]).replay_workflow(h))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(FIXTURE)],
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
