@@ -320,6 +320,25 @@ async def test_returns_value_when_it_fits_the_cap_else_preview(
     assert _files(tmp_path / "store") == []
 
 
+async def test_values_read_back_stay_within_the_plans_result_limit(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = FileResultStore(tmp_path / "store")
+    ids = ["a", "b", "c"]
+    plan = {"steps": [{"id": i, "tool": "document", "args": {"mib": 0.01}} for i in ids]}
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
+        result = await run_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=REGISTRY,
+            store_over_bytes=4096,
+            max_returned_bytes=65536 + 30_000,  # room for two 10 KiB values, not three
+        )
+    kinds = ["reference" if is_reference(result.returned[i]) else "value" for i in ids]
+    assert kinds == ["value", "value", "reference"]
+
+
 async def test_cancelled_plan_still_cleans_its_store(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:

@@ -204,15 +204,16 @@ def _options(task_queue: str | None) -> dict[str, Any]:
 
 
 async def read_returned(
-    returned: dict[str, Any], *, max_bytes: int, task_queue: str | None
+    returned: dict[str, Any], *, max_bytes: int, budget: int, task_queue: str | None
 ) -> dict[str, Any]:
-    """Returned references whose value fits ``max_bytes`` (what the model may see), read
-    back by one activity; the rest keep their reference (size and preview)."""
-    wanted = {
-        sid: value
-        for sid, value in returned.items()
-        if is_reference(value) and value["bytes"] <= max_bytes
-    }
+    """Returned references whose value fits ``max_bytes`` (what the model may see), in
+    plan order while they add up to at most ``budget`` (room left in the plan's result),
+    read back by one activity; the rest keep their reference (size and preview)."""
+    wanted: dict[str, Any] = {}
+    for sid, value in returned.items():
+        if is_reference(value) and value["bytes"] <= min(max_bytes, budget):
+            wanted[sid] = value
+            budget -= value["bytes"]
     if not wanted:
         return {}
     try:

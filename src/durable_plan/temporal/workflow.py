@@ -243,9 +243,12 @@ class PlanWorkflow:
                 pacer.cancel()
         resolved: dict[str, Any] = {}
         if self._stored_any and request.return_stored == "value":
+            # Values read back must not push the plan's result over its own limit.
+            payload = run.result().model_dump(mode="json")
             resolved = await read_returned(
-                run.result().returned,
+                payload["returned"],
                 max_bytes=request.max_result_bytes,
+                budget=request.max_returned_bytes - _json_size(payload) - 64 * 1024,
                 task_queue=request.task_queue,
             )
         return _bounded_payload(run, request, resolved)
