@@ -372,3 +372,26 @@ async def test_a_pattern_excludes_an_mcp_tool_from_durable_plans(
     assert out["answer"] == "I will ask first."
     assert not out["plans"]  # rejected before anything ran
     assert not calls(mcp_log, "delete_issue", "start")
+
+
+async def test_independent_durable_mcp_steps_overlap(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    out, workflow_id = await converse(mcp_client, task_queue, "count in parallel")
+    assert json.loads(out["answer"]) == {
+        "a": {"number": 1, "comments": 3},
+        "b": {"number": 2, "comments": 6},
+    }
+    # Both calls were running on the server at once: each started before the other ended.
+    starts = sorted(e["t"] for e in calls(mcp_log, "slow_count", "start"))
+    ends = sorted(e["t"] for e in calls(mcp_log, "slow_count", "done"))
+    assert len(starts) == 2 and starts[1] < ends[0], (starts, ends)
+    # The model was told the MCP tools' plan names in the plan tool's description.
+    agent_history = await mcp_client.get_workflow_handle(workflow_id).fetch_history()
+    model_input = next(
+        e.activity_task_scheduled_event_attributes.input.payloads[0].data.decode()
+        for e in agent_history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name.startswith("invoke_model")
+    )
+    assert "Tools you can plan: github__add_label, github__close_issue" in model_input
