@@ -45,13 +45,11 @@ import platform
 import random
 import re
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from strands.models import Model
@@ -62,6 +60,7 @@ from temporalio.worker import Worker
 
 from bench import _breakeven_chain as chain
 from bench._breakeven_workflow import BreakEvenInput, BreakEvenOutput, BreakEvenWorkflow
+from bench._report import server_version
 from bench._tokens import TokenCounter, TokenizerChoice, token_counter
 from durable_plan.devserver import DevServer
 from durable_plan.temporal import plan_worker
@@ -371,15 +370,6 @@ def table(runs: Sequence[Run], arms: Sequence[Arm], depths: Sequence[int], *, li
             row += [f"{wall}, {tokens}"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
-
-
-def server_version(binary: Path) -> str:
-    """``temporal --version``: the CLI, server and UI versions of the dev server binary."""
-    try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return "temporal version unknown"
-    return out.stdout.strip() or "temporal version unknown"
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,14 @@ import argparse
 import asyncio
 import functools
 import gc
+import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench._report import command_line, machine_line, markdown_table
 from durable_plan.check import check_plan
 from durable_plan.local import execute_plan
 
@@ -166,35 +168,40 @@ async def bench(repeats: int) -> list[Row]:
     return rows
 
 
-def _fmt(t: Timing, unit: str = "ms", scale: float = 1.0) -> str:
-    return f"{t.best * scale:8.2f} / {t.median * scale:8.2f} {unit}"
+def _fmt(t: Timing, scale: float = 1.0) -> str:
+    return f"{t.best * scale:.2f} / {t.median * scale:.2f}"
 
 
-def report(rows: list[Row]) -> bool:
-    print("In-process executor overhead, instant tools (best / median)")
-    header = (
-        f"{'steps':>5} {'depth':>5} | {'check':>22} | {'total':>22} | {'run':>22} | "
-        f"{'per step':>22} | {'check/step':>22}"
-    )
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(
-            f"{r.steps:>5} {r.depth:>5} | {_fmt(r.check)} | {_fmt(r.total)} | {_fmt(r.run)} | "
-            f"{_fmt(r.per_step)} | {_fmt(r.check_per_step, 'us', 1000)}"
-        )
-    print()
+def report(rows: list[Row], load_start: float, elapsed_s: float) -> bool:
+    print("## In-process executor overhead, instant tools\n")
+    print(f"`{command_line('bench.engine')}`\n")
+    print(machine_line(load_start, extra=f"no server; {elapsed_s:.1f} s") + "\n")
+    print("best / median of the samples; times in ms, check per step in us\n")
+    table = [
+        [
+            r.steps,
+            r.depth,
+            _fmt(r.check),
+            _fmt(r.total),
+            _fmt(r.run),
+            _fmt(r.per_step),
+            _fmt(r.check_per_step, 1000),
+        ]
+        for r in rows
+    ]
+    header = ["steps", "depth", "check ms", "total ms", "run ms", "per step ms", "check/step us"]
+    print(markdown_table(header, table) + "\n")
     worst = max(r.per_step.median for r in rows)
     overhead_ok = worst < TARGET_MS_PER_STEP
     print(
-        f"{'PASS' if overhead_ok else 'FAIL'}  per-step overhead: worst median "
+        f"{'PASS' if overhead_ok else 'MISS'}  per-step overhead: worst median "
         f"{worst:.3f} ms/step (target < {TARGET_MS_PER_STEP:g} ms)"
     )
     small, big = rows[0], rows[-1]
     ratio = big.check_per_step.best / small.check_per_step.best
     linear_ok = ratio < LINEARITY_LIMIT
     print(
-        f"{'PASS' if linear_ok else 'FAIL'}  check time linear: per-step check at {big.steps} "
+        f"{'PASS' if linear_ok else 'MISS'}  check time linear: per-step check at {big.steps} "
         f"steps is {ratio:.2f}x that at {small.steps} (limit {LINEARITY_LIMIT:g}x)"
     )
     return overhead_ok and linear_ok
@@ -205,9 +212,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=15, help="samples per size (default 15)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
+    load_start = os.getloadavg()[0]
     rows = asyncio.run(bench(max(1, args.repeats)))
-    report(rows)
-    print(f"(benchmark took {time.perf_counter() - started:.1f} s)")
+    report(rows, load_start, time.perf_counter() - started)
 
 
 if __name__ == "__main__":

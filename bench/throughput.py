@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from typing import Any
 from temporalio.client import Client
 
 from bench._baseline import BareDag, BareDagInput
+from bench._report import command_line, machine_line, server_version
 from bench._throughput_worker import REGISTRY
 from durable_plan.devserver import DevServer
 from durable_plan.temporal.client import start_plan
@@ -184,7 +184,7 @@ async def run(args: argparse.Namespace) -> None:
     peak: dict[str, float] = {}
     with DevServer(**server_kwargs) as server:
         client = await server.connect()
-        version = _server_version(server)
+        version = server_version(server.binary)
         workers = {arm: WorkerProcess.start(server.target, options) for arm in ARMS}
         try:
             for arm in ARMS:  # warm-up: imports, connections, caches
@@ -204,16 +204,6 @@ async def run(args: argparse.Namespace) -> None:
     _report(args, levels, repeats, samples, peak, version, load_before, elapsed)
 
 
-def _server_version(server: DevServer) -> str:
-    try:
-        out = subprocess.run(
-            [str(server.binary), "--version"], capture_output=True, text=True, timeout=10
-        )
-        return out.stdout.strip() or "?"
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-
-
 def _report(
     args: argparse.Namespace,
     levels: Sequence[int],
@@ -227,13 +217,16 @@ def _report(
     storage = "in memory" if args.in_memory else "sqlite file"
     tuning = "untuned (start-dev defaults)" if args.untuned else "tuned (DevServer defaults)"
     print("## Throughput: concurrent 8-step plans of instant tools, one worker\n")
-    print(f"`{' '.join(['python -m bench.throughput', *sys.argv[1:]])}`\n")
+    print(f"`{command_line('bench.throughput')}`\n")
+    options = json.dumps(args.worker_opt) if args.worker_opt else "plan_worker defaults"
     print(
-        f"machine: {os.cpu_count()} cores, load {load_before:.1f} at start / "
-        f"{os.getloadavg()[0]:.1f} at end, Python {platform.python_version()}, {version}; "
-        f"dev server {storage}, {tuning}; worker options: "
-        f"{json.dumps(args.worker_opt or []) if args.worker_opt else 'plan_worker defaults'}; "
-        f"{repeats} repeats (median shown), {elapsed:.0f} s\n"
+        machine_line(
+            load_before,
+            version,
+            extra=f"dev server {storage}, {tuning}; worker options: {options}; "
+            f"{repeats} repeats (median shown), {elapsed:.0f} s",
+        )
+        + "\n"
     )
     print("| plans at once | arm | wall s | plans/s | steps/s | worker CPU s | CPU ms/step |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -707,17 +708,17 @@ class _Checker:
                 if key in schema and key not in sub:
                     sub[key] = schema[key]
             try:
-                jsonschema.validate(value, sub)
-            except jsonschema.ValidationError as exc:
+                error = _schema_error(value, json.dumps(sub, sort_keys=True, default=str))
+            except Exception:  # a schema jsonschema cannot use: the tool checks at run time
+                continue
+            if error is not None:
                 self.add(
                     "bad_argument",
-                    f"argument '{name}' is invalid: {_brief_text(exc.message)}",
+                    f"argument '{name}' is invalid: {_brief_text(error.message)}",
                     f"pass a value matching {_short(_resolve_ref(prop, schema), 300)}",
                     step.id,
                     f"args.{name}",
                 )
-            except Exception:  # a schema jsonschema cannot use: the tool checks at run time
-                continue
 
     def _check_expressions(self, step: Step, ids: set[str]) -> _Parsed:
         deps: set[str] = set()
@@ -1155,3 +1156,29 @@ def _levels(deps: Mapping[str, frozenset[str]]) -> dict[str, int]:
                     nxt.append(child)
         frontier = nxt
     return level
+
+
+@functools.lru_cache(maxsize=512)
+def _argument_validator(schema_text: str) -> jsonschema.protocols.Validator | None:
+    """A checked validator per argument schema, built once: ``jsonschema.validate`` checks
+    the schema itself on every call, which was a third of checking a plan. None when the
+    schema is not one jsonschema can use (the tool then checks at run time). Validators
+    keep no per-call state, so the workflow's threads may share them."""
+    schema = json.loads(schema_text)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return cls(schema)
+
+
+def _schema_error(value: Any, schema_text: str) -> jsonschema.ValidationError | None:
+    """The error ``jsonschema.validate(value, schema)`` would raise (its best match), if any."""
+    validator = _argument_validator(schema_text)
+    if validator is None:
+        return None
+    best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(
+        validator.iter_errors(value)
+    )
+    return best
