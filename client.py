@@ -5,6 +5,7 @@ python client.py                      # against `durable-plan dev` + `python wor
 python client.py --live               # a real Bedrock model writes the plans
 python client.py --round              # the combat round (three maps over the action log)
 python client.py --address host:7233  # another server (or TEMPORAL_ADDRESS=host:7233)
+python client.py --encrypt            # seal payloads with $DURABLE_PLAN_KEYS (on if set)
 
 Without --live the worker's scripted model answers (offline, no credentials); it knows only
 the demo's prompts. Exit status: 0 answered, 1 a conversation failed (its root cause is
@@ -27,6 +28,7 @@ from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, REPAIR_PROMPT, ROUN
 from durable_plan.connection import (
     DEFAULT_ADDRESS,
     ServerSetupError,
+    add_encryption_argument,
     add_server_arguments,
     default_ui_url,
     run_script,
@@ -109,20 +111,26 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | No
 
 
 @contextlib.asynccontextmanager
-async def demo_environment() -> AsyncIterator[tuple[Client, str | None]]:
+async def demo_environment(
+    encrypt: bool | None = None,
+) -> AsyncIterator[tuple[Client, str | None]]:
     """A private dev server (with UI) and an in-process worker, for the offline demo."""
     with DevServer(headless=False) as server:
-        client = await connect(server.target)
+        client = await connect(server.target, encrypt=encrypt)
         async with build_worker(client, TASK_QUEUE):
             yield client, server.ui_url
 
 
 @contextlib.asynccontextmanager
 async def remote_environment(
-    address: str, namespace: str, ui_url: str | None, task_queue: str
+    address: str,
+    namespace: str,
+    ui_url: str | None,
+    task_queue: str,
+    encrypt: bool | None = None,
 ) -> AsyncIterator[tuple[Client, str | None]]:
     """A running server and worker: says so at once if no worker polls the task queue."""
-    client = await connect(address, namespace=namespace)
+    client = await connect(address, namespace=namespace, encrypt=encrypt)
     if not await task_queue_has_pollers(client, task_queue):
         flags = "" if address == DEFAULT_ADDRESS else f" --address {address}"
         flags += "" if task_queue == TASK_QUEUE else f" --task-queue {task_queue}"
@@ -147,6 +155,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         "--keep", action="store_true", help="with --demo: keep the server up (Ctrl-C stops it)"
     )
     add_server_arguments(parser, ui=True)
+    add_encryption_argument(parser)
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     args = parser.parse_args(argv)
     model = "bedrock" if args.live else "scripted"
@@ -155,9 +164,11 @@ async def main(argv: Sequence[str] | None = None) -> int:
         prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT, REPAIR_PROMPT]
     try:
         env = (
-            demo_environment()
+            demo_environment(args.encrypt)
             if args.demo
-            else remote_environment(args.address, args.namespace, args.ui_url, args.task_queue)
+            else remote_environment(
+                args.address, args.namespace, args.ui_url, args.task_queue, args.encrypt
+            )
         )
         async with env as (client, ui):
             for prompt in prompts:

@@ -3,6 +3,7 @@
     python worker.py                      # next to `durable-plan dev` (127.0.0.1:7233)
     python worker.py --live               # real Bedrock model available as "bedrock"
     python worker.py --address host:7233  # another server (or TEMPORAL_ADDRESS=host:7233)
+    python worker.py --encrypt            # seal payloads with $DURABLE_PLAN_KEYS (on if set)
 
 Models are registered on the *client* through ``StrandsPlugin(models=...)``
 (on the worker as well it would register ``invoke_model`` twice). The scripted
@@ -28,11 +29,13 @@ from activities.game_master import GAME_TOOLS
 from activities.scripts import DEMO_SCRIPTS
 from durable_plan.connection import (
     ServerSetupError,
+    add_encryption_argument,
     add_server_arguments,
     default_address,
     run_script,
 )
 from durable_plan.connection import connect as connect_server
+from durable_plan.encryption import is_encrypting
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
 from workflows.game_master import GameMasterWorkflow
@@ -60,17 +63,23 @@ def model_factories(scripted_latency_s: float = 0.0) -> dict[str, Callable[[], A
 
 
 async def connect(
-    address: str | None = None, *, namespace: str | None = None, **models: Callable[[], Any]
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    encrypt: bool | None = None,
+    **models: Callable[[], Any],
 ) -> Client:
     """A client carrying the Strands plugin (models and the pydantic converter).
 
     ``address`` / ``namespace`` default to ``$TEMPORAL_ADDRESS`` / ``$TEMPORAL_NAMESPACE``
     (else the dev server's); a server that does not answer raises ``ServerSetupError``.
+    ``encrypt``: seal payloads with ``$DURABLE_PLAN_KEYS`` (None: when it is set).
     """
     factories = {**model_factories(), **models}
     return await connect_server(
         address or default_address(),
         namespace=namespace,
+        encrypt=encrypt,
         plugins=[StrandsPlugin(models=factories)],
     )
 
@@ -99,13 +108,14 @@ def _check_live_credentials() -> None:
 async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_server_arguments(parser)
+    add_encryption_argument(parser)
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     parser.add_argument("--live", action="store_true", help="check Bedrock credentials first")
     args = parser.parse_args(argv)
     if args.live:
         _check_live_credentials()
     try:
-        client = await connect(args.address, namespace=args.namespace)
+        client = await connect(args.address, namespace=args.namespace, encrypt=args.encrypt)
     except ServerSetupError as exc:
         print(f"worker.py: {exc}", file=sys.stderr)
         return 2
@@ -117,7 +127,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     async with worker:
-        print(f"worker polling {args.task_queue!r} on {args.address}", flush=True)
+        sealed = ", payloads encrypted" if is_encrypting(client) else ""
+        print(f"worker polling {args.task_queue!r} on {args.address}{sealed}", flush=True)
         await stop.wait()
     print("worker stopped", flush=True)
     return 0

@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import re
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +29,7 @@ from durable_plan.codec_server import CodecServer
 from durable_plan.encryption import (
     ENCODING,
     KEY_ID_KEY,
+    KEYS_ENV,
     DecryptionError,
     EncryptionCodec,
     EncryptionPlugin,
@@ -435,3 +439,113 @@ async def test_the_strands_plugin_keeps_the_codec_in_either_order(
     assert failure.message == "Encoded failure"
     [sealed] = await converter.encode([{"secret": ARG_SECRET}])
     assert sealed.metadata["encoding"] == ENCODING
+
+
+# --- the command line, as subprocesses ------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+TICKET_TEXT = "charged twice for my subscription"  # read_ticket's result for ticket 7
+
+
+async def start_cli(*args: str, keys: Keyring | None) -> asyncio.subprocess.Process:
+    env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}
+    if keys is not None:
+        env[KEYS_ENV] = keys.to_text()
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "durable_plan",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def cli(*args: str, keys: Keyring | None) -> tuple[int, str, str]:
+    proc = await start_cli(*args, keys=keys)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode if proc.returncode is not None else -1, out.decode(), err.decode()
+
+
+async def test_the_command_line_encrypts_with_the_keys_in_the_environment(
+    client: Client, temporal_target: str, task_queue: str, workflow_id: str
+) -> None:
+    """worker, run --no-worker, show and approve in their own processes, all given the keys
+    in $DURABLE_PLAN_KEYS only: the plan runs through an approval, the history is sealed."""
+    keys = keyring("cli-1")
+    where = ("--address", temporal_target)
+    worker = await start_cli(
+        "worker", "--tools", "examples.plan_tools", "--task-queue", task_queue, *where, keys=keys
+    )
+    try:
+        assert worker.stdout is not None
+        first = await asyncio.wait_for(worker.stdout.readline(), 30)
+        assert b"payloads encrypted with key cli-1" in first, first
+        run = await start_cli(
+            "run", str(ROOT / "examples" / "plans" / "triage.yaml"), "--tools",
+            "examples.plan_tools", "--input", "ticket_id=7", "--input", "min_confidence=0.5",
+            "--no-worker", "--task-queue", task_queue, "--workflow-id", workflow_id, "-q",
+            *where, keys=keys,
+        )  # fmt: skip
+        shown = ""
+        for _ in range(100):
+            code, shown, err = await cli("show", workflow_id, *where, keys=keys)
+            if "awaiting" in shown:
+                break
+            await asyncio.sleep(0.2)
+        assert "awaiting" in shown, (shown, err)
+        code, _out, err = await cli("approve", workflow_id, "refund", *where, keys=keys)
+        assert code == 0, err
+        out_bytes, err_bytes = await asyncio.wait_for(run.communicate(), 60)
+        assert run.returncode == 0, err_bytes.decode()
+        result = json.loads(out_bytes)
+        assert result["returned"]["refund"], result
+    finally:
+        worker.terminate()
+        await worker.wait()
+
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    assert TICKET_TEXT.encode() not in raw_bytes(history)
+    assert key_ids(history) == {b"cli-1"}
+    # Without the keys the command says what is missing, in one line.
+    code, _out, err = await cli("show", workflow_id, *where, keys=None)
+    assert code == 2 and "payloads are encrypted and this process has no keys" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+async def test_an_agent_step_s_conversation_is_sealed_with_the_strands_plugin(
+    temporal_target: str, client: Client, task_queue: str
+) -> None:
+    """With StrandsPlugin on the client too: the model's inputs (the conversation) and its
+    answers are sealed in the agent step's own history, and both histories replay."""
+    from temporalio.strands_agents import StrandsPlugin
+
+    from tests.test_agent_steps import REGISTRY as AGENT_TOOLS
+    from tests.test_agent_steps import morale_plan, scripted
+
+    keys = keyring("agents-1")
+    strands = StrandsPlugin(models={"scripted": scripted})
+    sealed = await Client.connect(temporal_target, plugins=[strands, EncryptionPlugin(keys)])
+    async with plan_worker(sealed, task_queue=task_queue, registry=AGENT_TOOLS):
+        handle = await start_plan(
+            sealed, morale_plan(), task_queue=task_queue, registry=AGENT_TOOLS, model="scripted"
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.returned["morale"]["output"]["reason"] == "3 hp and no allies"
+    plan = await client.get_workflow_handle(handle.id).fetch_history()
+    agent = await client.get_workflow_handle(f"{handle.id}/agent/morale").fetch_history()
+    # Both are in plaintext there without the codec (the answer, the rendered prompt).
+    for history in (plan, agent):
+        raw = raw_bytes(history)
+        for plaintext in (b"no allies", b"Morale check for goblin"):
+            assert plaintext not in raw
+        assert key_ids(history) == {b"agents-1"}
+    assert b"toolSpec" not in raw_bytes(agent), "the model request's tool specs are sealed"
+    replayer = Replayer(
+        workflows=[PlanWorkflow, AgentStepWorkflow],
+        plugins=[StrandsPlugin(models={"scripted": scripted}), EncryptionPlugin(keys)],
+    )
+    for history in (plan, agent):
+        await replayer.replay_workflow(history)

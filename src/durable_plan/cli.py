@@ -29,6 +29,7 @@ Handler = Callable[[argparse.Namespace], int]
 EXIT_SETUP = EXIT_BAD_INPUT  # the same code argparse uses for a usage error
 DEFAULT_TASK_QUEUE = "durable-plan"
 TOOLS_ENV = "DURABLE_PLAN_TOOLS"
+KEYS_ENV = "DURABLE_PLAN_KEYS"  # durable_plan.encryption.KEYS_ENV (not imported: it is slow)
 TOOLS_HELP = (
     "the tools module: an importable module or a .py file whose `registry` (a ToolRegistry) "
     "or `tools` (a list) holds the tools; MODULE:NAME picks another attribute "
@@ -62,6 +63,13 @@ def _add_server_options(p: argparse.ArgumentParser) -> None:
         default=os.environ.get("TEMPORAL_NAMESPACE", "default"),
         help="namespace (default: $TEMPORAL_NAMESPACE or %(default)s)",
     )
+    _add_encryption_option(p)
+
+
+def _add_encryption_option(p: argparse.ArgumentParser) -> None:
+    from durable_plan.connection import add_encryption_argument
+
+    add_encryption_argument(p)
 
 
 def _add_temporal_cli_option(p: argparse.ArgumentParser) -> None:
@@ -107,6 +115,11 @@ def _add_dev(subparsers: SubParsers) -> None:
         "--untuned",
         action="store_true",
         help="run the server exactly as `temporal server start-dev` does (slower steps)",
+    )
+    p.add_argument(
+        "--ui-codec-endpoint",
+        metavar="URL",
+        help="the web UI decodes payloads there: a `durable-plan codec-server` (encrypted history)",
     )
     _add_temporal_cli_option(p)
 
@@ -198,6 +211,7 @@ def _add_run(subparsers: SubParsers) -> None:
     )
     p.add_argument("--workflow-id", metavar="ID", help="the plan workflow's id (default: new)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress table, only JSON")
+    _add_encryption_option(p)
     _add_temporal_cli_option(p)
 
 
@@ -272,6 +286,52 @@ def _add_worker(subparsers: SubParsers) -> None:
     _add_server_options(p)
 
 
+# --- encrypted history: keygen, codec-server ------------------------------------------------
+
+
+def _add_keygen(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "keygen",
+        "codec:keygen",
+        help=f"make an AES-256 key for encrypted history, as ID:BASE64 for ${KEYS_ENV}",
+        description=f"Print a new random key as ID:BASE64KEY on stdout: export {KEYS_ENV}="
+        '"$(durable-plan keygen)". With --rotate, print the current keys with the new one '
+        "appended (the newest seals new payloads; the old ones still open theirs).",
+    )
+    p.add_argument("--id", help="the key's id (default: kYYYYMMDD)")
+    p.add_argument(
+        "--rotate", action="store_true", help=f"append to ${KEYS_ENV} and print all the keys"
+    )
+
+
+def _add_codec_server(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "codec-server",
+        "codec:codec_server",
+        help="serve /encode and /decode so the Temporal web UI shows encrypted payloads",
+        description=f"A remote codec endpoint for the web UI, with the keys in ${KEYS_ENV}. "
+        "The person's browser sends the payloads it shows to this server, so it must reach "
+        "it; anyone who can reach it can decrypt, so it listens on 127.0.0.1 by default.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8081, help="(default: %(default)s)")
+    p.add_argument(
+        "--ui-origin",
+        metavar="URL",
+        action="append",
+        help="a web UI origin allowed to call it, e.g. http://localhost:8233 (repeatable; "
+        "default: the dev server's UI at localhost:8233 and 127.0.0.1:8233)",
+    )
+    p.add_argument(
+        "--namespace",
+        action="append",
+        help="answer only for this namespace (repeatable; default: any)",
+    )
+    p.add_argument("--verbose", "-v", action="store_true", help="one line per request")
+
+
 # --- entry point ----------------------------------------------------------------------------
 
 _COMMANDS: list[Callable[[SubParsers], None]] = [
@@ -283,6 +343,8 @@ _COMMANDS: list[Callable[[SubParsers], None]] = [
     _add_worker,
     _add_dev,
     _add_decide,
+    _add_keygen,
+    _add_codec_server,
 ]
 
 

@@ -94,6 +94,10 @@ class CodecServer:
         finally:
             self._httpd.server_close()
 
+    def shutdown(self) -> None:
+        """Make `serve_forever` return (call it from another thread)."""
+        self._httpd.shutdown()
+
     def stop(self) -> None:
         if self._thread is not None:
             self._httpd.shutdown()

@@ -35,6 +35,7 @@ __all__ = [
     "NamespaceNotFound",
     "ServerSetupError",
     "ServerUnreachable",
+    "add_encryption_argument",
     "add_server_arguments",
     "connect",
     "default_address",
@@ -122,6 +123,22 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, ui: bool = False) -
         )
 
 
+KEYS_ENV = "DURABLE_PLAN_KEYS"
+"""The encryption keys (`durable_plan.encryption`; repeated here to keep this import cheap)."""
+
+
+def add_encryption_argument(parser: argparse.ArgumentParser) -> None:
+    """``--encrypt/--no-encrypt``: seal payloads with ``$DURABLE_PLAN_KEYS`` (default: on
+    when it is set); pass the value to `connect` as ``encrypt``."""
+    parser.add_argument(
+        "--encrypt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"seal every payload (plan, arguments, results) with the keys in ${KEYS_ENV} and "
+        "open sealed ones; --no-encrypt: never (default: on when the variable is set)",
+    )
+
+
 def unreachable_message(address: str, reason: str = "") -> str:
     """One line: which address did not answer, why, and how to start a server there."""
     why = f" ({reason})" if reason else ""
@@ -139,6 +156,7 @@ async def connect(
     namespace: str | None = None,
     timeout_s: float = 10.0,
     check_namespace: bool = True,
+    encrypt: bool | None = None,
     **kwargs: Any,
 ) -> Client:
     """``Client.connect`` with the shared defaults; a server that does not answer within
@@ -147,6 +165,8 @@ async def connect(
     transport's traceback now or a worker's validation traceback later.
 
     ``kwargs`` go to ``Client.connect`` (``plugins``, ``tls``, ``data_converter`` ...).
+    ``encrypt`` (the ``--encrypt`` option) adds `EncryptionPlugin` after ``plugins`` when
+    there are keys; keys that cannot be used raise `ServerSetupError` too.
     """
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
@@ -154,6 +174,15 @@ async def connect(
 
     target = address or default_address()
     namespace = namespace or default_namespace()
+    if encrypt is not False:
+        from durable_plan.encryption import EncryptionPlugin, KeyConfigError, keyring_for
+
+        try:
+            keys = keyring_for(encrypt)
+        except KeyConfigError as exc:
+            raise ServerSetupError(str(exc)) from None
+        if keys is not None:
+            kwargs["plugins"] = [*kwargs.get("plugins", ()), EncryptionPlugin(keys)]
     try:
         client = await asyncio.wait_for(
             Client.connect(target, namespace=namespace, **kwargs), timeout_s

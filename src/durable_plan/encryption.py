@@ -69,6 +69,8 @@ __all__ = [
     "encrypted_client",
     "encrypted_converter",
     "is_encrypting",
+    "keyring_for",
+    "missing_keys_message",
     "new_key",
 ]
 
@@ -461,7 +463,34 @@ def encrypted_client(client: Client, keyring: Keyring) -> Client:
     return Client(**config)
 
 
-def keyring_from_env_or_none(environ: Mapping[str, str] | None = None) -> Keyring | None:
-    """The keyring in ``$DURABLE_PLAN_KEYS`` if it is set, else None (invalid: raises)."""
+def missing_keys_message(exc: BaseException) -> str | None:
+    """One line for an error that comes from reading sealed payloads without the keys
+    (Temporal's converter says only "Unknown payload encoding binary/encrypted") or with the
+    wrong ones (`DecryptionError`), found anywhere in ``exc``'s chain; None for other errors."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DecryptionError):
+            return str(current)
+        if ENCODING.decode() in str(current) and "Unknown payload encoding" in str(current):
+            return (
+                "the workflow's payloads are encrypted and this process has no keys: set "
+                f"{KEYS_ENV} to the keys its workers use (or pass --encrypt)"
+            )
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def keyring_for(encrypt: bool | None, environ: Mapping[str, str] | None = None) -> Keyring | None:
+    """The keys an ``--encrypt`` / ``--no-encrypt`` option asks for: True needs
+    ``$DURABLE_PLAN_KEYS`` (`KeyConfigError` without it), False none, and unset (None) the
+    keys if the variable is set. Defaulting to on when keys are configured means a process
+    that was given the keys cannot forget the flag and write plaintext; decoding passes
+    plaintext through, so such a process still reads histories from before encryption."""
+    if encrypt is False:
+        return None
     text = (os.environ if environ is None else environ).get(KEYS_ENV, "")
-    return Keyring.parse(text) if text.strip() else None
+    if encrypt is None and not text.strip():
+        return None
+    return Keyring.from_env(environ)

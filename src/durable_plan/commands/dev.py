@@ -22,6 +22,11 @@ def _pairs(values: list[str] | None, untuned: bool) -> dict[str, str] | None:
     return pairs
 
 
+def _codec_endpoint(args: argparse.Namespace) -> list[str]:
+    endpoint = getattr(args, "ui_codec_endpoint", None)
+    return ["--ui-codec-endpoint", endpoint] if endpoint else []
+
+
 def run_dev(args: argparse.Namespace) -> int:
     ui_port = None if args.headless else (args.ui_port or args.port + 1000)
     try:
@@ -33,6 +38,7 @@ def run_dev(args: argparse.Namespace) -> int:
             temporal_cli=args.temporal_cli,
             dynamic_config=_pairs(args.dynamic_config_value, args.untuned),
             sqlite_pragmas=_pairs(args.sqlite_pragma, args.untuned),
+            extra_args=_codec_endpoint(args),
         )
     except DevServerNotFound as err:
         # A setup problem, not a bug: one line with the fix.
@@ -46,6 +52,8 @@ def run_dev(args: argparse.Namespace) -> int:
         print(f"Temporal dev server: {server.target}  (namespace {server.namespace})", flush=True)
         if server.ui_url:
             print(f"Web UI:              {server.ui_url}", flush=True)
+            if args.ui_codec_endpoint:
+                print(f"UI codec endpoint:   {args.ui_codec_endpoint}", flush=True)
         print(f"Storage:             {storage}", flush=True)
         print(f"Server log:          {server.log_path}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)

@@ -52,7 +52,7 @@ def show(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    client = await connect(args.address, args.namespace)
+    client = await connect(args.address, args.namespace, encrypt=args.encrypt)
     handle, description = await plan_handle(client, args.workflow_id, args.address)
     hint = approval_hint(args.workflow_id, args.address, args.namespace)
     console = console_for(sys.stdout)
@@ -116,6 +116,7 @@ async def ledger(
     except PlanFailed as exc:
         failure = str(exc)
     except Exception as exc:  # cancelled, terminated, timed out
+        _refuse_without_keys(exc)
         failure = f"{type(exc).__name__}: {exc}"
     try:
         lines: list[dict[str, Any]] = await handle.handle.query(
@@ -126,6 +127,16 @@ async def ledger(
     return status, lines, failure
 
 
+def _refuse_without_keys(exc: Exception) -> None:
+    """A result this process cannot open (encrypted history, no or wrong keys): exit 2."""
+    from durable_plan.commands import EXIT_BAD_INPUT, CommandError
+    from durable_plan.encryption import missing_keys_message
+
+    message = missing_keys_message(exc)
+    if message is not None:
+        raise CommandError(EXIT_BAD_INPUT, message) from None
+
+
 # --- approve --------------------------------------------------------------------------------
 
 
@@ -134,7 +145,7 @@ def approve(args: argparse.Namespace) -> int:
 
 
 async def _approve(args: argparse.Namespace) -> int:
-    client = await connect(args.address, args.namespace)
+    client = await connect(args.address, args.namespace, encrypt=args.encrypt)
     handle, description = await plan_handle(client, args.workflow_id, args.address)
     if not _running(description):
         status = description.status.name.lower() if description.status else "ended"

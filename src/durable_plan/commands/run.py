@@ -141,7 +141,7 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
     from durable_plan.temporal.client import PlanFailed, start_plan
 
     async with _server(args) as address:
-        client = await connect(address, args.namespace)
+        client = await connect(address, args.namespace, encrypt=args.encrypt)
         queue = args.task_queue or (
             DEFAULT_TASK_QUEUE if args.no_worker else f"durable-plan-run-{uuid.uuid4().hex[:12]}"
         )

@@ -15,15 +15,28 @@ from durable_plan.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_SERV
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowExecutionDescription
 
+    from durable_plan.encryption import Keyring
     from durable_plan.temporal.client import PlanHandle
 
 CONNECT_TIMEOUT_S = 10.0
 START_HINT = "start one with `durable-plan dev`, or pass --address HOST:PORT"
 
 
-async def connect(address: str, namespace: str, **kwargs: Any) -> Client:
-    """A client, or ``CommandError(EXIT_NO_SERVER)`` saying in one line that nobody answers."""
+async def connect(
+    address: str, namespace: str, *, encrypt: bool | None = None, **kwargs: Any
+) -> Client:
+    """A client, or ``CommandError(EXIT_NO_SERVER)`` saying in one line that nobody answers.
+
+    ``encrypt`` is the ``--encrypt/--no-encrypt`` option (`durable_plan.encryption.keyring_for`):
+    with keys, the client seals and opens payloads; keys that cannot be used exit 2.
+    """
     from temporalio.client import Client
+
+    keys = _keyring(encrypt)
+    if keys is not None:
+        from durable_plan.encryption import EncryptionPlugin
+
+        kwargs["plugins"] = [*kwargs.get("plugins", ()), EncryptionPlugin(keys)]
 
     try:
         return await asyncio.wait_for(
@@ -36,6 +49,15 @@ async def connect(address: str, namespace: str, **kwargs: Any) -> Client:
     raise CommandError(
         EXIT_NO_SERVER, f"no Temporal server answers at {address} ({reason}); {START_HINT}"
     )
+
+
+def _keyring(encrypt: bool | None) -> Keyring | None:
+    from durable_plan.encryption import KeyConfigError, keyring_for
+
+    try:
+        return keyring_for(encrypt)
+    except KeyConfigError as exc:
+        raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
 
 
 def connect_reason(exc: BaseException) -> str:
@@ -89,6 +111,14 @@ def client_command(command: Coroutine[Any, Any, int]) -> NoReturn:
         code = err.code
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
+    except Exception as exc:
+        from durable_plan.encryption import missing_keys_message
+
+        message = missing_keys_message(exc)  # encrypted payloads, no or wrong keys
+        if message is None:
+            raise
+        print(f"durable-plan: error: {message}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -6,9 +6,13 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from durable_plan.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
 from durable_plan.commands.server import client_command, connect
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -30,7 +34,7 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     from durable_plan.tools import ToolRegistry
 
     assert isinstance(registry, ToolRegistry)
-    client = await connect(args.address, args.namespace)
+    client = await connect(args.address, args.namespace, encrypt=args.encrypt)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -38,10 +42,18 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     async with plan_worker(client, task_queue=args.task_queue, registry=registry):
         print(
             f"worker: {len(registry)} tools ({', '.join(registry.names)}) on task queue "
-            f"{args.task_queue!r} at {args.address} (namespace {args.namespace}); "
-            "Ctrl-C stops it",
+            f"{args.task_queue!r} at {args.address} (namespace {args.namespace})"
+            f"{_sealing(client)}; Ctrl-C stops it",
             flush=True,
         )
         await stop.wait()
         print("worker: stopping (running steps may finish first)", file=sys.stderr, flush=True)
     return EXIT_OK
+
+
+def _sealing(client: Client) -> str:
+    """What the worker's first line adds when payloads are encrypted, so a person sees it."""
+    from durable_plan.encryption import codec_of
+
+    codec = codec_of(client.config(active_config=True)["data_converter"])
+    return f", payloads encrypted with key {codec.keyring.newest[0]}" if codec else ""
