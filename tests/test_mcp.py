@@ -395,3 +395,17 @@ async def test_independent_durable_mcp_steps_overlap(
         and e.activity_task_scheduled_event_attributes.activity_type.name.startswith("invoke_model")
     )
     assert "Tools you can plan: github__add_label, github__close_issue" in model_input
+
+
+def test_an_unnamed_mcp_client_is_refused_when_the_plugin_attaches(mcp_log: Path) -> None:
+    unnamed = tracker_client()
+    try:
+        with pytest.raises(ValueError, match=r"has no name.*prefix='github'"):
+            Agent(
+                model=ScriptedModel(scripts=SCRIPTS),
+                tools=[unnamed],
+                plugins=[WorkflowPlanPlugin()],
+                callback_handler=None,
+            )
+    finally:
+        unnamed.stop(None, None, None)

@@ -36,6 +36,8 @@ def test_every_python_block_is_a_file_the_tests_run() -> None:
         "examples/in_your_workflow.py",
         "examples/plans_without_agent.py",
         "examples/large_results.py",
+        "examples/issue_agent_workflow.py",
+        "examples/issue_agent.py",
     }
 
 
@@ -105,3 +107,9 @@ def test_large_results_runs(temporal_target: str) -> None:
     assert "left in the store: []" in out
     history = int(out.split("history: ")[1].split()[0])
     assert history < 64 * 1024, out
+
+
+def test_issue_agent_runs_a_plan_over_an_mcp_server(temporal_target: str) -> None:
+    out = _run_example("issue_agent.py", temporal_target)
+    expected = '{"label": {"number": 7, "labels": ["bug", "monsters"]}}'
+    assert out.splitlines() == [f"in-process: {expected}", f"durable: {expected}"], out
