@@ -93,5 +93,18 @@ def delete_issue(number: int) -> dict[str, Any]:
     return {"deleted": number}
 
 
+@server.tool()
+def flaky_count(number: int, marker: str) -> dict[str, Any]:
+    """Count an issue's comments; the first call (no file at ``marker`` yet) kills this
+    server mid-call, so the client sees a failed call (not an error result)."""
+    _log("flaky_count", "start", {"number": number})
+    if not os.path.exists(marker):
+        with open(marker, "w") as fh:
+            fh.write("crashed once")
+        os._exit(3)
+    _log("flaky_count", "done", {"number": number})
+    return {"number": number, "comments": number * 3}
+
+
 if __name__ == "__main__":
     server.run("stdio")

@@ -25,9 +25,9 @@ from temporalio.worker import Replayer
 
 from durable_plan import check_plan
 from durable_plan.errors import PlanRejected
-from durable_plan.mcp_tools import listed_tools, mcp_servers, result_json
+from durable_plan.mcp_tools import listed_tools, mcp_servers, mcp_tool_table, result_json
 from durable_plan.plugin import WorkflowPlanPlugin
-from durable_plan.temporal import plan_worker
+from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call, output, say
 from tests.mcp_server import LOG_ENV
 from tests.mcp_support import LOCAL_TOOLS, tracker_client, triage
@@ -409,3 +409,34 @@ def test_an_unnamed_mcp_client_is_refused_when_the_plugin_attaches(mcp_log: Path
             )
     finally:
         unnamed.stop(None, None, None)
+
+
+async def test_a_failed_mcp_call_is_called_again_within_the_steps_retries(
+    mcp_client: Client, task_queue: str, mcp_log: Path, tmp_path: Path
+) -> None:
+    """The server dies mid-call: the call-tool activity completes with a failed-call result
+    (not ``isError``), and the plan workflow calls again as ``<step>#2`` on a new connection."""
+    with tracker_client() as listing:
+        table = mcp_tool_table("github", listing.list_tools_sync(), timeout_s=10, retries=1)
+    plan = {
+        "steps": [
+            {
+                "id": "count",
+                "tool": "github__flaky_count",
+                "args": {"number": 7, "marker": str(tmp_path / "crashed")},
+            }
+        ]
+    }
+    async with plan_worker(mcp_client, task_queue=task_queue, registry=LOCAL_TOOLS):
+        handle = await start_plan(
+            mcp_client,
+            plan,
+            task_queue=task_queue,
+            registry=table,
+            retry_initial_interval_s=0.1,
+        )
+        result = await handle.result()
+    assert result.returned == {"count": {"number": 7, "comments": 21}}, result.ledger
+    assert result.outcome("count").attempts == 2
+    assert [i for t, i in scheduled(await handle.handle.fetch_history())] == ["count", "count#2"]
+    assert len(calls(mcp_log, "flaky_count", "start")) == 2
