@@ -549,3 +549,24 @@ async def test_an_agent_step_s_conversation_is_sealed_with_the_strands_plugin(
     )
     for history in (plan, agent):
         await replayer.replay_workflow(history)
+
+
+async def test_the_readme_example_runs_with_the_keys_from_keygen(temporal_target: str) -> None:
+    code, key_line, _ = await cli("keygen", "--id", "readme", keys=None)
+    assert code == 0 and key_line.startswith("readme:")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(ROOT / "examples" / "encrypted_plans.py"),
+        cwd=ROOT,
+        env={**os.environ, KEYS_ENV: key_line.strip(), "TEMPORAL_ADDRESS": temporal_target},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0] == "durable: {'defeated': False, 'hp_after': 1}", lines
+    assert lines[1].startswith(
+        "stored input: {'encoding': 'binary/encrypted', 'encryption-cipher': 'AES-GCM', "
+        "'encryption-key-id': 'readme'} and "
+    ), lines

@@ -38,6 +38,7 @@ def test_every_python_block_is_a_file_the_tests_run() -> None:
         "examples/large_results.py",
         "examples/issue_agent_workflow.py",
         "examples/issue_agent.py",
+        "examples/encrypted_plans.py",
     }
 
 
