@@ -386,6 +386,44 @@ async def test_keep_stored_results_leaves_them_for_a_retention_sweep(
     assert _files(tmp_path / "store") == []
 
 
+async def test_forged_references_are_refused(tmp_path: Path) -> None:
+    """A plan can write a reference-shaped literal; only its own plan's keys resolve."""
+    from durable_plan.references import reference
+    from durable_plan.temporal.claim_check import ClaimCheckError, resolve_args
+
+    store = FileResultStore(tmp_path)
+    store.put(result_key("other", "a", 1), b'"secret"')
+    own = plan_prefix("mine")
+    for key in (result_key("other", "a", 1), f"{own}/../x/1", f"{own}/a/b/1", f"{own}/a/x"):
+        with pytest.raises(ClaimCheckError, match="did not store") as info:
+            await resolve_args(
+                store,
+                workflow_id="mine",
+                step_id="b",
+                args={"doc": [reference(key, '"secret"')]},
+                max_bytes=MIB,
+            )
+        assert info.value.kind == "ForeignReference"
+    key = result_key("mine", "a", 1)
+    store.put(key, b'{"x":1}')
+    resolved = await resolve_args(
+        store,
+        workflow_id="mine",
+        step_id="b",
+        args={"doc": {"nested": [reference(key, '{"x":1}')]}, "n": 1},
+        max_bytes=MIB,
+    )
+    assert resolved == {"doc": {"nested": [{"x": 1}]}, "n": 1}
+    with pytest.raises(ClaimCheckError, match="sha256 differs"):
+        await resolve_args(
+            store,
+            workflow_id="mine",
+            step_id="b",
+            args={"doc": reference(key, '{"x":2}')},
+            max_bytes=MIB,
+        )
+
+
 # -- the stores themselves --------------------------------------------------------------
 
 

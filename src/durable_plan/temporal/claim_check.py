@@ -110,7 +110,7 @@ async def resolve_args(
     total = 0
     for key, (name, ref) in found.items():
         where = f"step '{step_id}': argument '{name}'"
-        if not key.startswith(own):
+        if not _is_own_key(key, own):
             raise ClaimCheckError(
                 f"{where} holds a reference to a result this plan did not store; bind "
                 "results of this plan's own steps (steps.<id>)",
@@ -153,6 +153,15 @@ async def _load(store: ResultStore, key: str, ref: dict[str, Any], where: str) -
     return json.loads(data)
 
 
+def _is_own_key(key: str, own: str) -> bool:
+    """``<this plan's digest>/<quoted step id>/<attempt>`` exactly: a forged key cannot
+    climb out of the plan's prefix (``..``) or name another plan's."""
+    if not key.startswith(own):
+        return False
+    step, _, attempt = key[len(own) :].partition("/")
+    return bool(step) and step not in (".", "..") and "/" not in step and attempt.isdigit()
+
+
 def _replace(value: Any, values: dict[str, Any]) -> Any:
     if type(value) is dict:
         if is_reference(value):
@@ -179,7 +188,7 @@ def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..
         own = plan_prefix(activity.info().workflow_id or "") + "/"
         texts: dict[str, str] = {}
         for step, ref in dict(request.get("refs") or {}).items():
-            if not is_reference(ref) or not key_of(ref).startswith(own):
+            if not is_reference(ref) or not _is_own_key(key_of(ref), own):
                 continue
             try:
                 data = await asyncio.to_thread(worker_store(store).get, key_of(ref))
