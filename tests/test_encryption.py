@@ -570,3 +570,18 @@ async def test_the_readme_example_runs_with_the_keys_from_keygen(temporal_target
         "stored input: {'encoding': 'binary/encrypted', 'encryption-cipher': 'AES-GCM', "
         "'encryption-key-id': 'readme'} and "
     ), lines
+
+
+def test_a_worker_refuses_a_client_whose_codec_a_later_plugin_dropped(
+    client: Client, task_queue: str
+) -> None:
+    """A plugin after EncryptionPlugin that replaces the converter outright would send
+    plaintext: the worker refuses to start instead."""
+    from temporalio.converter import DataConverter
+    from temporalio.plugin import SimplePlugin
+
+    dropper = SimplePlugin("drops-the-codec", data_converter=DataConverter.default)
+    both = Client(**{**client.config(), "plugins": [EncryptionPlugin(keyring("k1")), dropper]})
+    assert not is_encrypting(both)
+    with pytest.raises(KeyConfigError, match="lost its encryption codec"):
+        Worker(both, task_queue=task_queue, workflows=[PlanWorkflow])
