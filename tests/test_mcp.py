@@ -42,7 +42,7 @@ MIX_PLAN: dict[str, Any] = {
             "tool": "github__add_label",
             "bind": {"number": "steps.issue.number", "label": "steps.label.label"},
         },
-        {"id": "motd", "tool": "github__motd"},
+        {"id": "motd", "tool": "github__motd", "timeout_s": 5, "retries": 0},
     ],
     "returns": ["labelled", "motd"],
     "final": True,
@@ -317,6 +317,19 @@ async def test_a_temporal_agents_plan_mixes_mcp_and_local_tools(
         ("github-call-tool", "motd"),
         ("triage", "label"),
     ]
+    # The step's own timeout and retries; the handle's (10 s, 3 attempts) bound the others.
+    # Attempts also allow for lost workers (max_interruptions, 5).
+    options = {
+        a.activity_id: (
+            a.start_to_close_timeout.ToTimedelta().total_seconds(),
+            a.retry_policy.maximum_attempts,
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and (a := e.activity_task_scheduled_event_attributes).activity_type.name
+        == "github-call-tool"
+    }
+    assert options == {"issue": (10.0, 8), "labelled": (10.0, 8), "motd": (5.0, 6)}, options
     assert len(calls(mcp_log, "get_issue")) == 1 and len(calls(mcp_log, "add_label")) == 1
     # The agent's own history lists the server (list-tools) but never calls it directly.
     agent_types = {
