@@ -84,7 +84,9 @@ class WorkflowPlanPlugin(Plugin):
             call (default). ``False`` asks the model once more, for prose.
         registry: the tools as a ``ToolRegistry``; required inside a ``TemporalAgent``,
             where plan steps run as the registry's activities. On a plain agent the
-            agent's own tools are used when it is omitted.
+            agent's own tools are used when it is omitted. Either way the agent's MCP
+            servers (``MCPClient``, ``TemporalMCPClient``) add their tools as
+            ``<server>__<tool>`` (``durable_plan.mcp_tools``).
         task_queue: task queue of the plan workflow and its activities (default: the
             parent workflow's).
         approval_required: tool-name patterns that need a person's approval.
