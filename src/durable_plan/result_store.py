@@ -30,6 +30,10 @@ class StoredResultMissing(LookupError):
     """The store has no object under the key (deleted, expired, or another store)."""
 
 
+class StoredResultUnreadable(RuntimeError):
+    """The store has the object but this process cannot read it (sealed with keys it lacks)."""
+
+
 @runtime_checkable
 class ResultStore(Protocol):
     """What the claim check needs from a store. Keys are ``/``-separated, URL-safe."""

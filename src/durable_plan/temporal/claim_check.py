@@ -29,6 +29,7 @@ from durable_plan.references import is_reference, iter_references, key_of, refer
 from durable_plan.result_store import (
     ResultStore,
     StoredResultMissing,
+    StoredResultUnreadable,
     plan_prefix,
     result_key,
     store_from_env,
@@ -143,6 +144,12 @@ async def _load(store: ResultStore, key: str, ref: dict[str, Any], where: str) -
             "every worker the same store (DURABLE_PLAN_STORE, or plan_worker(result_store=...))",
             "StoredResultMissing",
         ) from None
+    except StoredResultUnreadable as exc:
+        raise ClaimCheckError(
+            f"{where} holds the result of step '{source}' stored by reference, and this "
+            f"worker cannot read it: {exc}",
+            "StoredResultUnreadable",
+        ) from None
     if hashlib.sha256(data).hexdigest() != ref["sha256"]:
         raise ClaimCheckError(
             f"{where} holds the result of step '{source}' stored by reference, and the "
@@ -192,8 +199,8 @@ def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..
                 continue
             try:
                 data = await asyncio.to_thread(worker_store(store).get, key_of(ref))
-            except StoredResultMissing:
-                continue
+            except (StoredResultMissing, StoredResultUnreadable):
+                continue  # the model gets the reference and its preview
             if hashlib.sha256(data).hexdigest() == ref["sha256"]:
                 texts[step] = data.decode()
         return texts

@@ -60,6 +60,7 @@ def plan_worker(
         from durable_plan.encryption import encrypted_client
 
         client = encrypted_client(client, encryption)
+    store = _sealed_if_encrypting(store, client)
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": STICKY_TIMEOUT,
         "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
@@ -76,3 +77,15 @@ def plan_worker(
         ],
         **options,
     )
+
+
+def _sealed_if_encrypting(store: ResultStore, client: Client) -> ResultStore:
+    """With payload encryption on, results kept by reference are sealed with the same keys:
+    history holds ciphertext only, so the store must not hold the plaintext."""
+    if client.data_converter.payload_codec is None:
+        return store
+    from durable_plan.encryption import codec_of
+    from durable_plan.sealed_store import SealedResultStore
+
+    codec = codec_of(client.data_converter)
+    return store if codec is None else SealedResultStore(store, codec.keyring)
