@@ -74,7 +74,8 @@ BARE_DAG_WORKFLOW_NAME = "BareDag"
 @workflow.defn(name=BARE_DAG_WORKFLOW_NAME, sandboxed=False)
 class BareDag:
     """bench/throughput.py's 8-step plan in plain Temporal: s0 -> a0..a2 -> b0(a0, a1),
-    b1(a1, a2) -> j(b0, b1) -> t, no-op activities, independent ones side by side."""
+    b1(a1, a2) -> j(b0, b1) -> t, no-op activities, each started as soon as its inputs are
+    done (no barrier between levels, as PlanWorkflow schedules)."""
 
     @workflow.run
     async def run(self, request: BareDagInput) -> int:
@@ -90,7 +91,11 @@ class BareDag:
                 await run(bare_sum, values, start_to_close_timeout=_TIMEOUT, retry_policy=_RETRY)
             )
 
+        async def after(*inputs: asyncio.Task[int]) -> int:
+            return await add([await t for t in inputs])
+
+        # Barrier-free like a plan: b0 starts once a0 and a1 are done, whatever a2 does.
         s0 = await noop(0)
-        a0, a1, a2 = await asyncio.gather(noop(s0), noop(s0), noop(s0))
-        b0, b1 = await asyncio.gather(add([a0, a1]), add([a1, a2]))
-        return await noop(await add([b0, b1]))
+        a0, a1, a2 = (asyncio.create_task(noop(s0)) for _ in range(3))
+        b0, b1 = asyncio.create_task(after(a0, a1)), asyncio.create_task(after(a1, a2))
+        return await noop(await after(b0, b1))

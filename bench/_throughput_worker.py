@@ -18,6 +18,7 @@ from typing import Any
 from temporalio.client import Client
 
 from bench._baseline import BareDag, bare_noop, bare_sum
+from durable_plan.connection import run_script
 from durable_plan.temporal.worker import plan_worker
 from durable_plan.tools import ToolRegistry
 
@@ -48,7 +49,7 @@ def _options(raw: str) -> dict[str, Any]:
     return options
 
 
-async def main(address: str, task_queue: str, options: dict[str, Any]) -> None:
+async def main(address: str, task_queue: str, options: dict[str, Any]) -> int:
     client = await Client.connect(address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -65,8 +66,9 @@ async def main(address: str, task_queue: str, options: dict[str, Any]) -> None:
     async with worker:
         print("READY", flush=True)
         await stop.wait()
+    return 0
 
 
 if __name__ == "__main__":
     raw_options = sys.argv[3] if len(sys.argv) > 3 else "{}"
-    asyncio.run(main(sys.argv[1], sys.argv[2], _options(raw_options)))
+    run_script(main(sys.argv[1], sys.argv[2], _options(raw_options)))
