@@ -326,3 +326,52 @@ def test_public_names_still_import() -> None:
     assert callable(execute_plan) and ToolRegistry.__name__ == "ToolRegistry"
     with pytest.raises(AttributeError):
         _ = durable_plan.no_such_name  # type: ignore[attr-defined]
+
+
+ALIAS_BOMB = (
+    "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+        for p, n in zip("abcdefg", "bcdefgh", strict=True)
+    )
+    + "steps: [{id: s, tool: t, args: {x: *h}}]\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        # Nine lines that expand to 43 million values: refused before anything walks them.
+        ("bomb.yaml", ALIAS_BOMB, "its YAML aliases (*name) expand to more than 100,000 values"),
+        ("deep.yaml", "steps: " + "[" * 60_000 + "]" * 60_000, "is nested too deeply to read"),
+        ("deep.json", '{"steps": ' + "[" * 60_000 + "]" * 60_000 + "}", "nested too deeply"),
+        ("big.yaml", "steps: []\n#" + "x" * (9 * 1024 * 1024), "more than a plan file may be"),
+    ],
+)
+def test_hostile_files_are_refused_quickly_in_one_line(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    path = write(tmp_path, name, text)
+    done = cli("validate", path)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert message in done.stdout.splitlines()[0]
+
+
+def test_hostile_inputs_are_one_short_line(tmp_path: Path) -> None:
+    deep = "[" * 60_000 + "]" * 60_000
+    plan = write(
+        tmp_path,
+        "takes.yaml",
+        "inputs: {type: object, properties: {data: {type: array}, name: {type: string,"
+        " maxLength: 5}}}\nsteps: [{id: a, tool: look_up_monster, args: {name: goblin}}]\n",
+    )
+    for given, message in (
+        (f"data={deep}", "input 'data' is nested too deeply to read"),
+        (f"name={'x' * 100_000}", "characters)"),  # the schema error's quote is cut
+    ):
+        done = cli("run", plan, "--local", "--tools", "examples.plan_tools", "-i", given)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert message in line and len(line) < 1000

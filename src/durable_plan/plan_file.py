@@ -30,6 +30,18 @@ META_FIELDS = ("name", "description", "inputs")
 
 INPUTS_ROOT = "inputs"
 
+MAX_FILE_BYTES = 8 * 1024 * 1024
+"""A plan file larger than this is refused before it is parsed (plans are small; a huge
+file is a mistake or an attack, and parsing it would take the machine's memory)."""
+
+MAX_MESSAGE_CHARS = 300
+"""An input's schema error quotes the value; longer quotes are cut to keep it one line."""
+
+MAX_EXPANDED_VALUES = 100_000
+"""YAML anchors and aliases (``&a`` / ``*a``) share one value in many places; a file whose
+values, with every alias expanded, number more than this is refused (an "alias bomb" of a
+few lines expands to billions)."""
+
 Path_ = tuple[str | int, ...]
 
 
@@ -153,10 +165,32 @@ def load_plan_file(path: str | Path) -> PlanFile:
         raise PlanFileError([FileProblem(name, "is a directory, not a plan file")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PlanFileError([FileProblem(name, f"cannot be read: {exc}")]) from None
-    if name.endswith(".json"):
-        data, lines, duplicates = _parse_json(name, text)
-    else:
-        data, lines, duplicates = _parse_yaml(name, text)
+    if len(text) > MAX_FILE_BYTES:
+        raise PlanFileError(
+            [
+                FileProblem(
+                    name,
+                    f"is {len(text):,} characters, more than a plan file may be "
+                    f"({MAX_FILE_BYTES:,})",
+                    "pass large data as an input or let a step fetch it",
+                )
+            ]
+        )
+    try:
+        if name.endswith(".json"):
+            data, lines, duplicates = _parse_json(name, text)
+        else:
+            data, lines, duplicates = _parse_yaml(name, text)
+    except RecursionError:
+        raise PlanFileError(
+            [
+                FileProblem(
+                    name,
+                    "is nested too deeply to read (plans are at most 100 levels deep)",
+                    "flatten the nested lists or objects",
+                )
+            ]
+        ) from None
     draft = PlanFile(name, {}, lines=lines)
     problems = [
         draft.problem(
@@ -203,6 +237,13 @@ def _parse_yaml(name: str, text: str) -> tuple[Any, dict[Path_, int], list[tuple
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_EXPANDED_VALUES:
+            problem = FileProblem(
+                name,
+                f"its YAML aliases (*name) expand to more than {MAX_EXPANDED_VALUES:,} values",
+                "write the values out, or use fewer anchors and aliases",
+            )
+            raise PlanFileError([problem])
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -232,6 +273,23 @@ def _parse_json(name: str, text: str) -> tuple[Any, dict[Path_, int], list[tuple
     except PlanFileError:
         lines, duplicates = {}, []
     return data, lines, duplicates
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values ``node`` stands for with every alias expanded: an alias is the same
+    node object as its anchor, so memoising by identity keeps this linear in the file."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            total += _expanded_size(key_node, memo) + _expanded_size(value_node, memo)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            total += _expanded_size(item, memo)
+    memo[id(node)] = total
+    return total
 
 
 def _index(
@@ -413,7 +471,18 @@ def parse_input_args(pf: PlanFile, pairs: Sequence[str]) -> dict[str, Any]:
                 )
             )
             continue
-        values[name] = _input_value(raw, _property(pf, name))
+        try:
+            values[name] = _input_value(raw, _property(pf, name))
+        except RecursionError:
+            problems.append(
+                pf.problem(
+                    f"input '{name}' is nested too deeply to read",
+                    "pass a value nested at most 100 levels deep",
+                    path=(INPUTS_ROOT,),
+                    fld=f"inputs.{name}",
+                    code="bad_input",
+                )
+            )
     if problems:
         raise PlanFileError(problems)
     return values
@@ -476,8 +545,11 @@ def _input_problem(pf: PlanFile, error: jsonschema.ValidationError) -> FileProbl
     fld = "inputs." + ".".join(names) if names else "inputs"
     top = names[0] if names else None
     where: Path_ = (INPUTS_ROOT, "properties", top) if top else (INPUTS_ROOT,)
+    message = error.message  # quotes the value, which may be long: keep the line short
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + f"… ({len(error.message):,} characters)"
     return pf.problem(
-        error.message,
+        message,
         "pass a value the schema allows",
         path=where,
         fld=fld,
