@@ -598,3 +598,28 @@ async def test_recorded_claim_check_history_replays() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_sweep_store_command_deletes_what_outlived_its_plan(tmp_path: Path) -> None:
+    store = FileResultStore(tmp_path / "store")
+    store.put(result_key("wf-old", "a", 1), b"old")
+    store.put(result_key("wf-new", "a", 1), b"new")
+    old = Path(store.where(result_key("wf-old", "a", 1)))
+    os.utime(old, (old.stat().st_atime - 3 * 86400, old.stat().st_mtime - 3 * 86400))
+
+    def sweep(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "durable_plan", "sweep-store", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "DURABLE_PLAN_STORE": str(tmp_path / "store")},
+        )
+
+    done = sweep("--older-than", "2d")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("deleted 1 stored result(s) older than 2d")
+    assert not old.exists() and store.get(result_key("wf-new", "a", 1)) == b"new"
+    bad = sweep("--older-than", "soon")
+    assert bad.returncode == 2 and "is not a duration" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -332,6 +332,29 @@ def _add_codec_server(subparsers: SubParsers) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="one line per request")
 
 
+# --- results kept by reference: the retention sweep -----------------------------------------
+
+
+def _add_sweep_store(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "sweep-store",
+        "store:sweep_store",
+        help="delete results kept by reference that are older than a duration (retention)",
+        description="Plans delete what they stored when they close; this removes what "
+        "outlived its plan (keep_stored_results, a terminated workflow). The store is "
+        "--store, else $DURABLE_PLAN_STORE (a directory or s3://bucket/prefix), else the "
+        "temp-dir default the workers use.",
+    )
+    p.add_argument(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help="delete objects written longer ago than this: 7d, 12h, 15m, 90s",
+    )
+    p.add_argument("--store", help="a directory or s3://bucket/prefix (default: the workers')")
+
+
 # --- entry point ----------------------------------------------------------------------------
 
 _COMMANDS: list[Callable[[SubParsers], None]] = [
@@ -345,6 +368,7 @@ _COMMANDS: list[Callable[[SubParsers], None]] = [
     _add_decide,
     _add_keygen,
     _add_codec_server,
+    _add_sweep_store,
 ]
 
 

@@ -1,0 +1,50 @@
+"""`durable-plan sweep-store`: the retention sweep for results kept by reference.
+
+A plan deletes what it stored when it closes; objects survive only when a plan asked to keep
+them (``keep_stored_results``) or its workflow was terminated (no code runs then). Run this
+from cron or a CI job against the store the workers use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from durable_plan.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
+from durable_plan.result_store import STORE_ENV, FileResultStore, S3ResultStore, store_from_env
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``12h``, ``7d`` as seconds."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"sweep-store: --older-than {text!r} is not a duration; write e.g. 7d, 12h, 15m, 90s",
+        )
+    return float(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def sweep_store(args: argparse.Namespace) -> int:
+    """Delete stored results older than ``--older-than`` and say how many and where."""
+    older_than = parse_duration(args.older_than)
+    try:
+        store = store_from_env(args.store)
+    except ValueError as exc:
+        raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {exc}") from None
+    if not isinstance(store, FileResultStore | S3ResultStore):
+        raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {store!r} has no retention sweep")
+    try:
+        deleted = store.sweep(older_than_s=older_than)
+    except Exception as exc:  # the store's own error (S3 credentials, permissions): one line
+        raise CommandError(
+            EXIT_BAD_INPUT, f"sweep-store: {store!r} could not be swept: {exc}"
+        ) from None
+    print(f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}")
+    return EXIT_OK
+
+
+__all__ = ["STORE_ENV", "parse_duration", "sweep_store"]
