@@ -239,6 +239,8 @@ class ConversationInput:
     approval_required: list[str] = field(default_factory=list)
     wait_between: bool = False
     """Before each prompt after the first, wait for the ``proceed`` signal."""
+    plan_options: dict[str, Any] = field(default_factory=dict)
+    """``WorkflowPlanPlugin(plan_options=...)``: extra fields of each child plan's input."""
 
 
 @dataclass
@@ -269,7 +271,9 @@ class ReuseConversationWorkflow:
     @workflow.run
     async def run(self, request: ConversationInput) -> ConversationOutput:
         plugin = WorkflowPlanPlugin(
-            registry=REUSE_TOOLS, approval_required=request.approval_required
+            registry=REUSE_TOOLS,
+            approval_required=request.approval_required,
+            plan_options=request.plan_options,
         )
         agent = TemporalAgent(
             model="scripted",

@@ -554,3 +554,26 @@ async def test_the_game_masters_repair_reuses_the_first_steps(
     # trips for a plain loop; the two plans took two.
     assert output.model_round_trips == 2 and output.plain_loop_round_trips == 5
     assert scheduled_steps(repair_history) == ["damage"]
+
+
+async def test_plan_options_travel_to_each_child_plan(
+    agent_client: Client, task_queue: str, call_log: Path
+) -> None:
+    options = {"retry_initial_interval_s": 0.25, "return_stored": "preview"}
+    async with worker(agent_client, task_queue):
+        handle = await start(agent_client, task_queue, PRIOR_PROMPT, plan_options=options)
+        output = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+        history = await handle.fetch_history()
+    assert json.loads(output.answers[0]) == {"pay": {"receipt": "r-card-7-12", "amount": 12}}
+    inputs = child_inputs(history)
+    assert inputs and all(
+        i["retry_initial_interval_s"] == 0.25 and i["return_stored"] == "preview"
+        for i in inputs.values()
+    )
+
+
+def test_plan_options_are_checked_when_the_plugin_is_built() -> None:
+    with pytest.raises(ValueError, match=r"unknown option\(s\) store_over; the options are: "):
+        WorkflowPlanPlugin(plan_options={"store_over": 10})
+    with pytest.raises(ValueError, match="unknown option"):
+        WorkflowPlanPlugin(plan_options={"tools": {}})  # the plugin sets that itself

@@ -13,6 +13,7 @@ workflow until a person approves or rejects it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -53,7 +54,7 @@ from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_des
 from durable_plan.summary import failure_text, result_for_model
 from durable_plan.temporal.client import checked_input, tool_table
 from durable_plan.temporal.hook_relay import hook_relay
-from durable_plan.temporal.messages import failure_message
+from durable_plan.temporal.messages import PlanInput, failure_message
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolRegistry
 from durable_plan.ui_summary import plan_details, plan_summary
@@ -114,8 +115,12 @@ class WorkflowPlanPlugin(Plugin):
         models: Mapping[str, Any] | None = None,
         remember_steps: int = 64,
         remember_bytes: int = DEFAULT_MAX_BYTES,
+        plan_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.plan_options = durable_plan_options(plan_options)
+        """Extra fields of each durable plan's ``PlanInput`` (``store_over_bytes``,
+        ``return_stored``, ``keep_stored_results``, ``retry_initial_interval_s``, ...)."""
         self.plannable = list(plannable) if plannable is not None else None
         self.max_steps = max_steps
         self.honor_final = honor_final
@@ -298,9 +303,9 @@ class WorkflowPlanPlugin(Plugin):
         # Only what this agent may plan travels: agent steps choose among these too.
         plannable = set(catalog.plannable)
         tools = {n: o for n, o in tool_table(registry, self.approval).items() if n in plannable}
-        limits: dict[str, Any] = (
-            {} if self.max_result_bytes is None else {"max_result_bytes": self.max_result_bytes}
-        )
+        limits: dict[str, Any] = dict(self.plan_options)
+        if self.max_result_bytes is not None:
+            limits["max_result_bytes"] = self.max_result_bytes
         parent = workflow.info()
         child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
         relay = None
@@ -416,3 +421,24 @@ def _check(
 
 def _error(tool_use_id: str, text: str) -> ToolResult:
     return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+
+
+_PLUGIN_SETS = frozenset(
+    {"plan", "tools", "max_steps", "task_queue", "default_model", "memory", "hooks_workflow_id"}
+)
+"""``PlanInput`` fields the plugin fills itself for each plan: not plan options."""
+
+
+def durable_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``plan_options`` checked when the plugin is built, so a misspelt option is an error
+    then, not a child workflow that fails later: each key must be a ``PlanInput`` field
+    the plugin does not set itself."""
+    allowed = sorted(f.name for f in dataclasses.fields(PlanInput) if f.name not in _PLUGIN_SETS)
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"plan_options: unknown option(s) {', '.join(unknown)}; "
+            f"the options are: {', '.join(allowed)}"
+        )
+    return given
