@@ -62,6 +62,7 @@ from bench import _breakeven_chain as chain
 from bench._breakeven_workflow import BreakEvenInput, BreakEvenOutput, BreakEvenWorkflow
 from bench._report import server_version
 from bench._tokens import TokenCounter, TokenizerChoice, token_counter
+from durable_plan.connection import exit_now
 from durable_plan.devserver import DevServer
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
@@ -542,4 +543,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

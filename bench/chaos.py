@@ -51,4 +51,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from durable_plan.connection import exit_now
+
+    exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

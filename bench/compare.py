@@ -591,4 +591,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from durable_plan.connection import exit_now
+
+    exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

@@ -44,6 +44,7 @@ from temporalio.client import Client
 
 from bench._baseline import BareChain, BareInput, bare_noop
 from bench._report import command_line, machine_line, markdown_table, server_version
+from durable_plan.connection import exit_now
 from durable_plan.devserver import DevServer
 from durable_plan.local import execute_plan
 from durable_plan.plan import PlanResult
@@ -612,4 +613,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import uuid
 
+from durable_plan.connection import exit_now
 from durable_plan.devserver import DevServer
 from tests.load_harness import run_load
 
@@ -30,4 +31,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

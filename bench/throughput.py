@@ -44,6 +44,7 @@ from temporalio.client import Client
 from bench._baseline import BareDag, BareDagInput
 from bench._report import command_line, machine_line, server_version
 from bench._throughput_worker import REGISTRY
+from durable_plan.connection import exit_now
 from durable_plan.devserver import DevServer
 from durable_plan.temporal.client import start_plan
 
@@ -267,4 +268,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

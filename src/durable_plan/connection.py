@@ -41,6 +41,7 @@ __all__ = [
     "default_address",
     "default_namespace",
     "default_ui_url",
+    "exit_now",
     "run_script",
     "unreachable_message",
     "workflow_url",
@@ -249,6 +250,12 @@ def run_script(main: Coroutine[Any, Any, int | None], *, interrupted: int = 130)
         status = asyncio.run(main) or 0
     except KeyboardInterrupt:
         status = interrupted
+    exit_now(status)
+
+
+def exit_now(status: int | None = 0) -> NoReturn:
+    """Flush output and leave without interpreter finalization (see `run_script`): for a
+    script whose ``main`` already ran its own event loop."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(status)
+    os._exit(status or 0)
