@@ -106,5 +106,20 @@ def flaky_count(number: int, marker: str) -> dict[str, Any]:
     return {"number": number, "comments": number * 3}
 
 
+@server.tool(structured_output=False)
+def deep_text(levels: int) -> str:
+    """Text that is JSON nested ``levels`` deep (a page a hostile site could serve)."""
+    return "[" * levels + "]" * levels
+
+
+@server.tool()
+def deep_record(levels: int) -> dict[str, Any]:
+    """Structured content nested ``levels`` deep."""
+    value: dict[str, Any] = {"leaf": True}
+    for _ in range(levels):
+        value = {"inner": value}
+    return value
+
+
 if __name__ == "__main__":
     server.run("stdio")

@@ -112,6 +112,17 @@ SCRIPTS: dict[str, list[TurnLike]] = {
         ),
         say("I will ask first."),
     ],
+    "read deep results": [
+        call(
+            "submit_workflow_plan",
+            steps=[
+                {"id": "text", "tool": "github__deep_text", "args": {"levels": 5000}},
+                {"id": "record", "tool": "github__deep_record", "args": {"levels": 150}},
+            ],
+            on_error="continue",
+        ),
+        say("Read."),
+    ],
     "Which label fits issue 9?": [
         call("github__get_issue", number=9),
         output({"label": "ogre"}),
@@ -453,3 +464,20 @@ async def test_a_failed_mcp_call_is_called_again_within_the_steps_retries(
     assert result.outcome("count").attempts == 2
     assert [i for t, i in scheduled(await handle.handle.fetch_history())] == ["count", "count#2"]
     assert len(calls(mcp_log, "flaky_count", "start")) == 2
+
+
+async def test_hostile_mcp_results_end_their_steps_and_never_stick_the_plan(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    """A server's text may be JSON nested 5,000 deep, and its structured content deeper than
+    a plan may hold: each step ends (kept as text, or failed naming the limit) and the plan
+    ends; no workflow task is left failing on a value it cannot read."""
+    out, _ = await converse(mcp_client, task_queue, "read deep results")
+    assert out["answer"] == "Read."
+    [plan] = out["plans"]
+    outcome = {o["id"]: o for o in plan["ledger"]}
+    limit = "nested more than 100 levels deep"
+    text = outcome["text"]
+    assert text["status"] == "ok" or limit in text["error"], text["error"]
+    assert outcome["record"]["status"] == "failed"
+    assert limit in outcome["record"]["error"]

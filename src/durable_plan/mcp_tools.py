@@ -79,7 +79,7 @@ def result_json(result: Any) -> Any:
         elif "text" in block:
             try:
                 values.append(json.loads(block["text"]))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):  # text, or JSON too deep to read
                 values.append(block["text"])
     if not values:
         return None

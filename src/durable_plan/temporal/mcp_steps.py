@@ -16,13 +16,14 @@ protocol) is called again, up to the step's ``retries``, as a new activity
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from durable_plan.errors import StepError
+    from durable_plan.limits import plain_json
     from durable_plan.mcp_tools import McpErrorResult, plan_tool_name, result_json
     from durable_plan.options import ToolOptions
 
@@ -72,15 +73,11 @@ async def call_mcp_tool(
                 await workflow.sleep(timedelta(seconds=backoff_s * 2 ** (calls - 1)))
                 continue
             return False, str(exc), calls
-        if max_result_bytes is not None:
-            size = len(json.dumps(value, separators=(",", ":")).encode())
-            if size > max_result_bytes:
-                name = plan_tool_name(server, tool)
-                return (
-                    False,
-                    f"the result of MCP tool '{name}' is {size // 1024} KiB, over the "
-                    f"{max_result_bytes // 1024} KiB limit for results kept in history; "
-                    "ask the server for less",
-                    calls,
-                )
+        # The same bounded walk a tool's result gets in its wrapper activity: the server's
+        # JSON may be deeper, wider or larger than a plan may hold.
+        try:
+            value = plain_json(value, max_bytes=max_result_bytes)
+        except StepError as exc:
+            name = plan_tool_name(server, tool)
+            return False, f"the result of MCP tool '{name}' cannot be kept: {exc}", calls
         return True, value, calls
