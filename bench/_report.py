@@ -58,3 +58,12 @@ def markdown_table(
     ]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def key_value_table(lines: Sequence[str]) -> str:
+    """A harness report's ``label    value`` lines (two or more spaces apart) as a table."""
+    rows: list[list[object]] = []
+    for line in lines:
+        label, _, value = line.strip().partition("  ")
+        rows.append([label, value.strip()])
+    return markdown_table(["", "value"], rows)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 from pathlib import Path
 
+from bench._report import command_line, key_value_table, machine_line
 from tests.chaos_harness import run_chaos
 
 
@@ -25,6 +27,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-restart", action="store_true", help="no server restart")
     args = parser.parse_args()
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="durable-plan-chaos-") as tmp:
         report = asyncio.run(
             run_chaos(
@@ -35,8 +38,11 @@ def main() -> int:
                 seed=args.seed,
             )
         )
-    print(f"durable-plan chaos: {args.plans} mixed plans, {args.kills} kills, seed {args.seed}")
-    print("\n".join(report.lines()))
+    print(f"## Chaos: {args.plans} mixed plans, {args.kills} worker kills, seed {args.seed}\n")
+    print(f"`{command_line('bench.chaos')}`\n")
+    restart = "restarted once" if not args.no_restart else "not restarted"
+    print(machine_line(load_start, extra=f"dev server with a db file, {restart}") + "\n")
+    print(key_value_table(report.lines()) + "\n")
     bad = (
         report.lost
         or report.workflows_failed

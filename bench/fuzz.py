@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import math
 import multiprocessing
+import os
 import resource
 import signal
 import statistics
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkProcess
 
+from bench._report import command_line, machine_line, markdown_table
 from tests.test_fuzz import (
     FAMILIES,
     FuzzCase,
@@ -223,36 +225,44 @@ def report(
 
     print(header)
     print()
-    print(f"{'cases tried':<24}{len(outcomes):>8}")
-    print(f"{'ok':<24}{ok:>8}   (checked {verdicts['checked']}, rejected {verdicts['rejected']})")
-    print(f"{'failed':<24}{len(failed):>8}")
-    for kind, count in kinds.most_common():
-        print(f"  {kind:<22}{count:>8}")
-    print(
-        f"{'seconds per case':<24}max {max(seconds, default=0):.3f}   "
-        f"p99 {percentile(seconds, 0.99):.3f}   "
-        f"median {statistics.median(seconds) if seconds else 0:.4f}"
-    )
-    print(f"{'max RSS':<24}{max_rss_kib / 1024:>8.0f} MiB")
-    largest = max((o.output_chars for o in outcomes), default=0)
-    print(f"{'largest output':<24}{largest:>8} chars (a rejection's text or a result's JSON)")
-    print(f"{'wall clock':<24}{wall_s:>8.1f} s")
+    summary: list[list[object]] = [
+        ["cases tried", len(outcomes)],
+        ["ok", f"{ok} (checked {verdicts['checked']}, rejected {verdicts['rejected']})"],
+        ["failed", len(failed)],
+        *([f"failed: {kind}", count] for kind, count in kinds.most_common()),
+        [
+            "seconds per case",
+            f"max {max(seconds, default=0):.3f}, p99 {percentile(seconds, 0.99):.3f}, "
+            f"median {statistics.median(seconds) if seconds else 0:.4f}",
+        ],
+        ["max RSS", f"{max_rss_kib / 1024:.0f} MiB"],
+        [
+            "largest output",
+            f"{max((o.output_chars for o in outcomes), default=0)} chars "
+            "(a rejection's text or a result's JSON)",
+        ],
+        ["wall clock", f"{wall_s:.1f} s"],
+    ]
+    print(markdown_table(["", "value"], summary))
 
     by_family: dict[str, list[tuple[FuzzCase | None, Outcome]]] = defaultdict(list)
     for index, outcome in results.items():
         case = safe_case(seed, index, families)
         by_family[case.family if case else "(generator bug)"].append((case, outcome))
     print()
-    print(f"{'family':<22}{'cases':>7}{'checked':>9}{'rejected':>10}{'failed':>8}{'max s':>8}")
-    for family in sorted(by_family):
-        rows = by_family[family]
-        print(
-            f"{family:<22}{len(rows):>7}"
-            f"{sum(1 for _, o in rows if o.ok and o.verdict == 'checked'):>9}"
-            f"{sum(1 for _, o in rows if o.ok and o.verdict == 'rejected'):>10}"
-            f"{sum(1 for _, o in rows if not o.ok):>8}"
-            f"{max(o.seconds for _, o in rows):>8.2f}"
-        )
+    table = [
+        [
+            family,
+            len(rows),
+            sum(1 for _, o in rows if o.ok and o.verdict == "checked"),
+            sum(1 for _, o in rows if o.ok and o.verdict == "rejected"),
+            sum(1 for _, o in rows if not o.ok),
+            max(o.seconds for _, o in rows),
+        ]
+        for family, rows in sorted(by_family.items())
+    ]
+    header_row = ["family", "cases", "checked", "rejected", "failed", "max s"]
+    print(markdown_table(header_row, table, digits=2))
 
     if failed:
         # One input per distinct failure first (kind and error text), then the next ones.
@@ -307,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     started = time.perf_counter()
+    load_start = os.getloadavg()[0]
     results = run_cases(
         indices,
         seed=args.seed,
@@ -317,9 +328,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress=not args.quiet and len(indices) >= 100,
     )
     header = (
-        f"durable-plan fuzz: {len(indices)} cases, seed {args.seed}, {args.workers} workers, "
-        f"per case {args.timeout_s:g} s and {args.memory_mib} MiB "
-        f"(workers start at {baseline_mib:.0f} MiB)"
+        "## Fuzz: hostile plans, each in a limited process\n\n"
+        f"`{command_line('bench.fuzz', argv)}`\n\n"
+        + machine_line(
+            load_start,
+            extra=f"{len(indices)} cases, seed {args.seed}, {args.workers} workers, per case "
+            f"{args.timeout_s:g} s and {args.memory_mib} MiB (workers start at "
+            f"{baseline_mib:.0f} MiB)",
+        )
     )
     if args.only:
         for index in indices:

@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import uuid
 
+from bench._report import command_line, key_value_table, machine_line, server_version
 from durable_plan.connection import exit_now
 from durable_plan.devserver import DevServer
 from tests.load_harness import run_load
 
 
 async def main_async(plans: int) -> int:
+    load_start = os.getloadavg()[0]
     with DevServer(headless=True) as server:
+        version = server_version(server.binary)
         report = await run_load(server, plans, f"load-{uuid.uuid4().hex[:8]}")
-    print(f"durable-plan load: {plans} mixed plans at once on one worker")
-    print("\n".join(report.lines()))
+    print(f"## Load: {plans} mixed plans at once on one worker\n")
+    print(f"`{command_line('bench.load')}`\n")
+    print(machine_line(load_start, version, extra="dev server in memory, tuned") + "\n")
+    print(key_value_table(report.lines()) + "\n")
     ok = report.completed_ok == plans
     print("PASS" if ok else "FAIL", " every plan completed, none stuck")
     return 0 if ok else 1
