@@ -23,6 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
+from durable_plan.plan import PlanResult
 from durable_plan.references import is_reference
 from durable_plan.result_store import (
     FileResultStore,
@@ -99,6 +100,19 @@ def _registry() -> ToolRegistry:
 
 
 REGISTRY = _registry()
+
+
+async def _run_stored(
+    client: Client,
+    task_queue: str,
+    plan: dict[str, Any],
+    store: ResultStore,
+    registry: ToolRegistry = REGISTRY,
+    **options: Any,
+) -> PlanResult:
+    """One plan on a worker whose result store is ``store``."""
+    async with plan_worker(client, task_queue=task_queue, registry=registry, result_store=store):
+        return await run_plan(client, plan, task_queue=task_queue, registry=registry, **options)
 
 
 def _files(root: Path) -> list[Path]:
@@ -184,10 +198,7 @@ async def test_missing_stored_object_fails_the_step_clearly(
         ],
         "on_error": "continue",
     }
-    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
-        result = await run_plan(
-            client, plan, task_queue=task_queue, registry=REGISTRY, workflow_id=workflow_id
-        )
+    result = await _run_stored(client, task_queue, plan, store, workflow_id=workflow_id)
     b = result.outcome("b")
     assert b.status == "failed" and b.attempts == 1
     error = b.error or ""
@@ -211,8 +222,7 @@ async def test_expressions_cannot_read_inside_a_stored_result(
         "on_error": "continue",
         "returns": ["whole"],
     }
-    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
-        result = await run_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+    result = await _run_stored(client, task_queue, plan, store)
     assert result.outcome("whole").status == "ok"
     assert result.returned["whole"]["chars"] == int(0.5 * MIB)
     assert result.outcome("raw").status == "failed"
@@ -250,8 +260,7 @@ async def test_map_results_by_reference_pass_whole_and_reduce_refuses(
         "on_error": "continue",
         "returns": ["sizes"],
     }
-    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
-        result = await run_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
+    result = await _run_stored(client, task_queue, plan, store)
     # steps.docs.results reads inside the map's result, which lists references: refused.
     assert result.outcome("sizes").status == "failed"
     assert "items are stored by reference" in (result.outcome("sizes").error or "")
@@ -282,8 +291,7 @@ async def test_map_passed_whole_reads_every_item(
         return [len(d["text"]) for d in fan["results"]]
 
     registry.add(measure_map)
-    async with plan_worker(client, task_queue=task_queue, registry=registry, result_store=store):
-        result = await run_plan(client, plan, task_queue=task_queue, registry=registry)
+    result = await _run_stored(client, task_queue, plan, store, registry)
     assert result.returned["sizes"] == [int(0.3 * MIB), int(0.4 * MIB)]
 
 
@@ -326,15 +334,14 @@ async def test_values_read_back_stay_within_the_plans_result_limit(
     store = FileResultStore(tmp_path / "store")
     ids = ["a", "b", "c"]
     plan = {"steps": [{"id": i, "tool": "document", "args": {"mib": 0.01}} for i in ids]}
-    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
-        result = await run_plan(
-            client,
-            plan,
-            task_queue=task_queue,
-            registry=REGISTRY,
-            store_over_bytes=4096,
-            max_returned_bytes=65536 + 30_000,  # room for two 10 KiB values, not three
-        )
+    result = await _run_stored(
+        client,
+        task_queue,
+        plan,
+        store,
+        store_over_bytes=4096,
+        max_returned_bytes=65536 + 30_000,  # room for two 10 KiB values, not three
+    )
     kinds = ["reference" if is_reference(result.returned[i]) else "value" for i in ids]
     assert kinds == ["value", "value", "reference"]
 
@@ -368,15 +375,9 @@ async def test_keep_stored_results_leaves_them_for_a_retention_sweep(
 ) -> None:
     store = FileResultStore(tmp_path / "store")
     plan = {"steps": [{"id": "a", "tool": "document", "args": {"mib": 0.5}}]}
-    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY, result_store=store):
-        result = await run_plan(
-            client,
-            plan,
-            task_queue=task_queue,
-            registry=REGISTRY,
-            workflow_id=workflow_id,
-            keep_stored_results=True,
-        )
+    result = await _run_stored(
+        client, task_queue, plan, store, workflow_id=workflow_id, keep_stored_results=True
+    )
     ref = result.returned["a"]
     key = result_key(workflow_id, "a", 1)
     assert ref["$ref"] == f"durable-plan-store:{key}"
