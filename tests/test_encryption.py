@@ -585,3 +585,11 @@ def test_a_worker_refuses_a_client_whose_codec_a_later_plugin_dropped(
     assert not is_encrypting(both)
     with pytest.raises(KeyConfigError, match="lost its encryption codec"):
         Worker(both, task_queue=task_queue, workflows=[PlanWorkflow])
+
+
+def test_a_cut_payload_is_a_decryption_error() -> None:
+    codec = EncryptionCodec(keyring("k1"))
+    (sealed,) = codec.encode_sync([Payload(data=b"secret")])
+    sealed.data = sealed.data[:5]
+    with pytest.raises(DecryptionError, match="shorter than a nonce and a tag"):
+        codec.decode_sync([sealed])

@@ -36,6 +36,8 @@ DEFAULT_UI_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233")
 """The dev server's web UI (``durable-plan dev``, ``temporal server start-dev``)."""
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The UI sends a page of events at once; Temporal caps a payload at 2 MiB."""
+READ_TIMEOUT_S = 30.0
+"""A client that announces a body and then stalls is dropped after this long."""
 ALLOWED_HEADERS = "content-type,x-namespace,authorization"
 
 Transform = Callable[[Iterable[Payload]], list[Payload]]
@@ -124,6 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
     codec_server: CodecServer
     server_version = "durable-plan-codec"
     protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S
+    _body_read = False
 
     def do_OPTIONS(self) -> None:
         """A CORS preflight: allowed for the configured UI origins only."""
@@ -162,6 +166,10 @@ class _Handler(BaseHTTPRequestHandler):
         except EncryptionError as exc:
             self._reply(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": str(exc)})
             return
+        except Exception as exc:  # a malformed payload the codec cannot read: a reply, not
+            # a handler thread dying with the browser left waiting
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": f"cannot {route[1:]}: {exc}"})
+            return
         body = json_format.MessageToDict(Payloads(payloads=out))
         self._reply(HTTPStatus.OK, body, note=f"{route} {len(out)} payloads ns={namespace!r}")
 
@@ -186,6 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return None
         raw = self.rfile.read(length)
+        self._body_read = True
         try:
             return json_format.Parse(raw, Payloads())
         except (json_format.ParseError, UnicodeDecodeError) as exc:
@@ -210,6 +219,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, status: HTTPStatus, body: dict[str, Any] | None, *, note: str = "") -> None:
         data = b"" if body is None else json.dumps(body).encode()
+        if self.command == "POST" and not self._body_read:
+            # The unread body would be taken for the next request on this connection.
+            self.close_connection = True
         self.send_response(status)
         origin = self._origin()
         if origin is not None:

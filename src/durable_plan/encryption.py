@@ -83,6 +83,8 @@ ENCODING = b"binary/encrypted"
 KEY_ID_KEY = "encryption-key-id"
 CIPHER_KEY = "encryption-cipher"
 CIPHER = b"AES-GCM"
+TAG_BYTES = 16
+"""AES-GCM's authentication tag, after the ciphertext."""
 NONCE_BYTES = 12
 KEY_SIZES = (16, 24, 32)
 """AES-128, -192 and -256; `new_key` makes 32-byte (AES-256) keys."""
@@ -124,12 +126,13 @@ class Keyring:
             )
         seen: set[str] = set()
         for position, (key_id, key) in enumerate(self.keys, 1):
-            where = f"key {position} ({key_id!r})"
             if not _KEY_ID.fullmatch(key_id):
+                # Not quoted: an entry written KEY:ID would print the key.
                 raise KeyConfigError(
-                    f"{where}: a key id is 1-64 letters, digits, '.', '_' or '-', starting "
+                    f"key {position}: a key id is 1-64 letters, digits, '.', '_' or '-', starting "
                     "with a letter or digit"
                 )
+            where = f"key {position} ({key_id!r})"
             if key_id in seen:
                 raise KeyConfigError(
                     f"{where}: the id is listed twice; each key needs its own id, or old "
@@ -176,7 +179,10 @@ class Keyring:
                     f"{source}: entry {position} is not ID:BASE64KEY (entries are separated "
                     "by commas, newest last); make one with `durable-plan keygen`"
                 )
-            keys.append((key_id, _decode_key(encoded, f"{source}: entry {position} ({key_id!r})")))
+            where = f"{source}: entry {position}" + (
+                f" ({key_id!r})" if _KEY_ID.fullmatch(key_id) else ""
+            )
+            keys.append((key_id, _decode_key(encoded, where)))
         try:
             return cls(tuple(keys))
         except KeyConfigError as exc:
@@ -212,9 +218,8 @@ def _encode_key(key: bytes) -> str:
 def _decode_key(encoded: str, where: str) -> bytes:
     padded = encoded + "=" * (-len(encoded) % 4)
     try:
-        if "-" in padded or "_" in padded:
-            return base64.urlsafe_b64decode(padded)
-        return base64.b64decode(padded, validate=True)
+        standard = padded.translate(str.maketrans("-_", "+/"))  # URL-safe alphabet too
+        return base64.b64decode(standard, validate=True)
     except (binascii.Error, ValueError):
         raise KeyConfigError(f"{where}: the key is not base64") from None
 
@@ -282,6 +287,11 @@ class EncryptionCodec(PayloadCodec):
                 f", this version of durable-plan opens only {CIPHER.decode()}"
             )
         data = payload.data
+        if len(data) < NONCE_BYTES + TAG_BYTES:
+            raise DecryptionError(
+                f"a payload sealed with key id {key_id!r} is {len(data)} bytes, shorter than "
+                "a nonce and a tag: it was cut or altered"
+            )
         try:
             plain = cipher.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], key_id.encode())
         except InvalidTag:
