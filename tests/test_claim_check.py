@@ -485,17 +485,21 @@ def test_s3_store_put_get_delete_and_sweep(s3_endpoint: str) -> None:
     s3 = _s3_client(s3_endpoint)
     s3.create_bucket(Bucket="unit")
     store = S3ResultStore("unit", "plans/", client=s3)
-    store.put("p/s/1", b"one")
-    store.put("p/t/1", b"two")
-    store.put("q/s/1", b"other plan")
-    assert store.get("p/s/1") == b"one"
-    assert store.where("p/s/1") == "s3://unit/plans/p/s/1"
-    with pytest.raises(StoredResultMissing, match="s3://unit/plans/p/s/9"):
-        store.get("p/s/9")
-    assert store.delete_prefix("p") == 2
+    p, q = plan_prefix("wf-p"), plan_prefix("wf-q")  # keys as result_key makes them
+    store.put(f"{p}/s/1", b"one")
+    store.put(f"{p}/t/1", b"two")
+    store.put(f"{q}/s/1", b"other plan")
+    s3.put_object(Bucket="unit", Key="plans/README", Body=b"not a stored result")
+    assert store.get(f"{p}/s/1") == b"one"
+    assert store.where(f"{p}/s/1") == f"s3://unit/plans/{p}/s/1"
+    with pytest.raises(StoredResultMissing, match=f"s3://unit/plans/{p}/s/9"):
+        store.get(f"{p}/s/9")
+    assert store.delete_prefix(p) == 2
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="unit").get("Contents", [])]
-    assert keys == ["plans/q/s/1"]
+    assert keys == ["plans/README", f"plans/{q}/s/1"]
     assert store.sweep(older_than_s=3600) == 0 and store.sweep(older_than_s=-60) == 1
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="unit").get("Contents", [])]
+    assert keys == ["plans/README"]  # a sweep deletes stored results only
 
 
 async def test_s3_store_passes_a_result_by_reference_durably(
@@ -624,3 +628,14 @@ def test_sweep_store_command_deletes_what_outlived_its_plan(tmp_path: Path) -> N
     bad = sweep("--older-than", "soon")
     assert bad.returncode == 2 and "is not a duration" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_deletes_only_stored_results(tmp_path: Path) -> None:
+    """Pointed at the wrong directory, a retention sweep loses nothing but stored results."""
+    store = FileResultStore(tmp_path)
+    store.put(result_key("wf", "a", 1), b"stored")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "main.py").write_text("mine too")
+    assert store.sweep(older_than_s=-1) == 1
+    assert (tmp_path / "notes.txt").exists() and (tmp_path / "project" / "main.py").exists()

@@ -54,6 +54,7 @@ def is_reference(value: Any) -> bool:
         and ref.startswith(SCHEME)
         and isinstance(value.get("sha256"), str)
         and type(value.get("bytes")) is int
+        and value["bytes"] >= 0  # budgets subtract it: a negative size would grow them
     )
 
 

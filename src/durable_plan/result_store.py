@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import stat
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -66,9 +69,15 @@ def result_key(workflow_id: str, step_id: str, attempt: int) -> str:
 
 def _checked_key(key: str) -> str:
     parts = key.split("/")
-    if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+    bad = not key or key.startswith("/") or "\\" in key or ":" in key
+    if bad or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"not a result store key: {key!r}")
     return key
+
+
+_STORED_KEY = re.compile(r"[0-9a-f]{32}/[^/]+/[0-9]+")
+"""What ``result_key`` makes: a retention sweep deletes only objects shaped like this, so
+a store pointed at the wrong directory or bucket loses nothing else."""
 
 
 class FileResultStore:
@@ -124,6 +133,9 @@ class FileResultStore:
         if not self.root.is_dir():
             return 0
         for path in self.root.rglob("*"):
+            key = path.relative_to(self.root).as_posix()
+            if not _STORED_KEY.fullmatch(key):
+                continue
             if path.is_file() and path.stat().st_mtime < cutoff:
                 path.unlink(missing_ok=True)
                 count += 1
@@ -152,14 +164,18 @@ class S3ResultStore:
         self.prefix = prefix.strip("/")
         self._client = client
         self._client_kwargs = client_kwargs
+        self._client_lock = threading.Lock()
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            import boto3  # type: ignore[import-untyped]
+        # Made once under a lock: steps' activities reach here from several threads, and
+        # boto3's default session is not safe to build clients on concurrently.
+        with self._client_lock:
+            if self._client is None:
+                import boto3  # type: ignore[import-untyped]
 
-            self._client = boto3.client("s3", **self._client_kwargs)
-        return self._client
+                self._client = boto3.session.Session().client("s3", **self._client_kwargs)
+            return self._client
 
     def _key(self, key: str) -> str:
         key = _checked_key(key)
@@ -187,10 +203,10 @@ class S3ResultStore:
             ]
             for start in range(0, len(keys), 1000):  # delete_objects takes 1,000 at most
                 batch = keys[start : start + 1000]
-                self.client.delete_objects(
+                response = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
                 )
-                count += len(batch)
+                count += len(batch) - len(response.get("Errors") or ())
         return count
 
     def delete_prefix(self, prefix: str) -> int:
@@ -200,7 +216,14 @@ class S3ResultStore:
         """Retention by hand: delete objects under the prefix older than ``older_than_s``."""
         cutoff = time.time() - older_than_s
         base = f"{self.prefix}/" if self.prefix else ""
-        return self._delete(base, keep=lambda item: item["LastModified"].timestamp() >= cutoff)
+        base_len = len(base)
+
+        def keep(item: dict[str, Any]) -> bool:
+            if not _STORED_KEY.fullmatch(item["Key"][base_len:]):
+                return True  # not a stored result: never ours to delete
+            return bool(item["LastModified"].timestamp() >= cutoff)
+
+        return self._delete(base, keep=keep)
 
     def where(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
@@ -210,8 +233,18 @@ class S3ResultStore:
 
 
 def default_root() -> Path:
-    """Where the embedded default keeps results: ``durable-plan-results`` in the temp dir."""
-    return Path(tempfile.gettempdir()) / "durable-plan-results"
+    """Where the embedded default keeps results: ``durable-plan-results-<uid>`` in the temp
+    dir, made readable by its owner only (results may be private; on a shared machine
+    another user must neither read them nor plant links in it)."""
+    root = Path(tempfile.gettempdir()) / f"durable-plan-results-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise RuntimeError(
+            f"{root} is not a directory of this user's; set DURABLE_PLAN_STORE to a "
+            "directory of your own"
+        )
+    return root
 
 
 def store_from_env(value: str | None = None) -> ResultStore:

@@ -9,6 +9,7 @@ Objects written before encryption was turned on (no seal marker) are read as the
 
 from __future__ import annotations
 
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 
 from durable_plan.encryption import DecryptionError, EncryptionCodec, Keyring, is_sealed
@@ -39,7 +40,10 @@ class SealedResultStore:
         raw = self.inner.get(key)
         if not raw.startswith(SEAL_MARKER):
             return raw
-        sealed = Payload.FromString(raw[len(SEAL_MARKER) :])
+        try:
+            sealed = Payload.FromString(raw[len(SEAL_MARKER) :])
+        except DecodeError:
+            return raw  # damaged: the reader's size and sha256 check reports it
         if not is_sealed(sealed):
             return raw
         try:

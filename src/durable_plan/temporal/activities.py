@@ -158,6 +158,12 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dic
                 )
             except ClaimCheckError as exc:
                 raise failure(str(exc), exc.kind, retryable=False) from None
+            except Exception as exc:  # the store's own error (disk full, S3 down): the
+                # step's retries, with the attempt and duration like any tool failure
+                raise retryable_failure(
+                    f"the result could not be stored: {describe_exception(exc)}",
+                    type(exc).__name__,
+                ) from exc
         elif size > request.max_result_bytes:
             message = (
                 f"step '{request.step_id}': the result of tool '{tool.name}' is "

@@ -150,10 +150,13 @@ async def _load(store: ResultStore, key: str, ref: dict[str, Any], where: str) -
             f"worker cannot read it: {exc}",
             "StoredResultUnreadable",
         ) from None
-    if hashlib.sha256(data).hexdigest() != ref["sha256"]:
+    # The size is checked too: the step's budget added up the references' own ``bytes``,
+    # which a plan could have written itself.
+    if len(data) != ref["bytes"] or hashlib.sha256(data).hexdigest() != ref["sha256"]:
         raise ClaimCheckError(
             f"{where} holds the result of step '{source}' stored by reference, and the "
-            f"stored object ({store.where(key)}) is not the one stored (its sha256 differs); "
+            f"stored object ({store.where(key)}) is not the one stored (its size or sha256 "
+            "differs); "
             f"run step '{source}' again",
             "StoredResultCorrupt",
         )
@@ -201,7 +204,7 @@ def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..
                 data = await asyncio.to_thread(worker_store(store).get, key_of(ref))
             except (StoredResultMissing, StoredResultUnreadable):
                 continue  # the model gets the reference and its preview
-            if hashlib.sha256(data).hexdigest() == ref["sha256"]:
+            if len(data) == ref["bytes"] and hashlib.sha256(data).hexdigest() == ref["sha256"]:
                 texts[step] = data.decode()
         return texts
 
