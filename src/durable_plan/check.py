@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
+import re2
 from pydantic import ValidationError
 
 from durable_plan import expressions
@@ -1170,7 +1171,32 @@ def _argument_validator(schema_text: str) -> jsonschema.protocols.Validator | No
         cls.check_schema(schema)
     except jsonschema.SchemaError:
         return None
-    return cls(schema)
+    bounded = jsonschema.validators.extend(cls, {"pattern": _re2_pattern})  # type: ignore[no-untyped-call]
+    validator: jsonschema.protocols.Validator = bounded(schema)
+    return validator
+
+
+@functools.lru_cache(maxsize=256)
+def _re2(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a pattern RE2 cannot take is skipped, not logged
+    try:
+        return re2.compile(pattern, options)
+    except re2.error:
+        return None
+
+
+def _re2_pattern(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    """``pattern`` on RE2 (linear time): a tool's schema may hold a regex that backtracks
+    for ever on the string a plan gives it, and the check runs in workflow code. A pattern
+    RE2 cannot compile is left to the tool at run time."""
+    if not validator.is_type(instance, "string"):
+        return
+    compiled = _re2(pattern)
+    if compiled is not None and compiled.search(instance) is None:
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _schema_error(value: Any, schema_text: str) -> jsonschema.ValidationError | None:

@@ -56,6 +56,11 @@ def plan_tool_name(server: str, tool: str) -> str:
     return f"{_UNSAFE.sub('_', server)}{SEPARATOR}{_UNSAFE.sub('_', tool)}"
 
 
+def _no_constant(name: str) -> Any:
+    """``NaN`` / ``Infinity`` are not JSON a plan can hold: such a text stays text."""
+    raise ValueError(name)
+
+
 def result_json(result: Any) -> Any:
     """An MCP tool result (``MCPToolResult``, as a dict) as the JSON a plan binds to.
 
@@ -78,7 +83,7 @@ def result_json(result: Any) -> Any:
             values.append(block["json"])
         elif "text" in block:
             try:
-                values.append(json.loads(block["text"]))
+                values.append(json.loads(block["text"], parse_constant=_no_constant))
             except (TypeError, ValueError, RecursionError):  # text, or JSON too deep to read
                 values.append(block["text"])
     if not values:
@@ -143,6 +148,10 @@ def mcp_tool_table(
             retries=retries,
             task_queue=task_queue,
         )
+        if tool.name in table:  # two names that clean up alike: never a silent overwrite
+            raise ValueError(
+                f"server {server!r} lists two tools that are both named {tool.name!r} in plans"
+            )
         table[tool.name] = tool.options
     return table
 

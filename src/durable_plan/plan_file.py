@@ -158,6 +158,11 @@ def load_plan_file(path: str | Path) -> PlanFile:
     """Read and parse a plan file; raises ``PlanFileError`` naming the file (and line)."""
     name = str(path)
     try:
+        if Path(path).is_file() and Path(path).stat().st_size > 4 * MAX_FILE_BYTES:
+            # Far too large even before decoding: refused without reading it into memory.
+            raise PlanFileError(
+                [FileProblem(name, f"is {Path(path).stat().st_size:,} bytes, not a plan file")]
+            )
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PlanFileError([FileProblem(name, "no such file", "check the path")]) from None

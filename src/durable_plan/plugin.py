@@ -286,7 +286,12 @@ class WorkflowPlanPlugin(Plugin):
         if registry is None:
             return None
         if self._mcp_servers:
-            registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
+            try:
+                registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
+            except ValueError:
+                # Two tools share a name: Strands reads the tool spec on every model call,
+                # so the spec goes without the list; a submitted plan gets the error.
+                return None
         return self.catalog(registry, durable=durable).plannable
 
     async def _run_child(

@@ -28,6 +28,10 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.options import ToolOptions
 
 
+MAX_BACKOFF_S = 30.0
+"""The longest wait before calling a server again (as ``RetryPolicy.maximum_interval``)."""
+
+
 def call_tool_activity(server: str) -> str:
     """The activity type ``StrandsPlugin(mcp_clients=...)`` registers for ``server``."""
     return f"{server}-call-tool"
@@ -70,9 +74,13 @@ async def call_mcp_tool(
             value = result_json(raw)
         except McpErrorResult as exc:
             if exc.retryable and calls <= retries:
-                await workflow.sleep(timedelta(seconds=backoff_s * 2 ** (calls - 1)))
+                delay = min(backoff_s * 2 ** (calls - 1), MAX_BACKOFF_S)
+                await workflow.sleep(timedelta(seconds=delay))
                 continue
             return False, str(exc), calls
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
+            # Not the shape of an MCP tool result: this step fails, not the whole plan.
+            return False, f"malformed MCP result: {exc}", calls
         # The same bounded walk a tool's result gets in its wrapper activity: the server's
         # JSON may be deeper, wider or larger than a plan may hold.
         try:
