@@ -34,10 +34,10 @@ def keygen(args: argparse.Namespace) -> int:
         )
     try:
         pair = new_key(key_id)
-    except KeyConfigError as exc:
-        raise CommandError(EXIT_BAD_INPUT, f"keygen: --id {exc}") from None
-    keys = current.with_key(*pair) if current else Keyring((pair,))
-    print(keys.to_text() if args.rotate else Keyring((pair,)).to_text(), flush=True)
+        keys = current.with_key(*pair) if current else Keyring((pair,))
+    except KeyConfigError as exc:  # a bad --id, or one key more than a keyring holds
+        raise CommandError(EXIT_BAD_INPUT, f"keygen: {exc}") from None
+    print(keys.to_text(), flush=True)
     what = "all keys, newest last" if args.rotate else "a new key"
     print(
         f"keygen: {what}; the new key id is {key_id!r}. Give it to every worker, client and "

@@ -4,13 +4,13 @@ workflow, and leaving the process without the Temporal runtime's finalizer."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from durable_plan.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_SERVER, CommandError
+from durable_plan.connection import exit_now
 
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowExecutionDescription
@@ -119,6 +119,4 @@ def client_command(command: Coroutine[Any, Any, int]) -> NoReturn:
             raise
         print(f"durable-plan: error: {message}", file=sys.stderr)
         code = EXIT_BAD_INPUT
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(code)
