@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-import jsonschema
 from pydantic import BaseModel, model_validator
 from strands.hooks import AfterModelCallEvent, AfterToolCallEvent, HookProvider, HookRegistry
 from strands.types.exceptions import StructuredOutputException
+
+from durable_plan.json_schema import validator_for
 
 ANSWER_TOOL = "answer"
 BUILTIN_SYSTEM_PROMPT = (
@@ -54,11 +55,13 @@ def output_model(schema: Mapping[str, Any]) -> type[BaseModel]:
         def _conforms(cls, value: Any) -> Any:
             if isinstance(value, Mapping) and set(value) == {"data"}:
                 value = value["data"]
-            try:
-                jsonschema.validate(value, cls.schema_)
-            except jsonschema.ValidationError as exc:
-                where = "/".join(str(p) for p in exc.absolute_path) or "the answer"
-                raise ValueError(f"{where}: {exc.message}") from None
+            validator = validator_for(cls.schema_)
+            if validator is None:  # the plan check refuses such schemas; never trust one
+                raise ValueError("the step's output_schema cannot be used to check answers")
+            error = validator.first_error(value)
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path) or "the answer"
+                raise ValueError(f"{where}: {error.message}")
             return {"data": dict(value)}
 
         @classmethod

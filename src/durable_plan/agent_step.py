@@ -17,10 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
 from durable_plan import expressions
 from durable_plan.expressions import Expression, ExpressionSyntaxError
+from durable_plan.json_schema import schema_problems
 from durable_plan.patterns import matches_patterns
 
 AGENT_TOOL = "agent"
@@ -146,12 +145,10 @@ def _check_schema(args: Mapping[str, Any], report: Report) -> None:
             "args.output_schema",
         )
         return
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(dict(schema))
-    except jsonschema.SchemaError as exc:
+    for problem in schema_problems(dict(schema))[:3]:
         report(
             "bad_argument",
-            f"output_schema is not a valid JSON Schema: {exc.message}",
+            f"output_schema is not a valid JSON Schema here: {problem}",
             "fix the schema",
             "args.output_schema",
         )

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jsonschema
-import re2
 from pydantic import ValidationError
 
 from durable_plan import expressions
@@ -49,6 +47,7 @@ from durable_plan.control_steps import (
 )
 from durable_plan.errors import PlanRejected, Problem, StepError
 from durable_plan.expressions import Expression, ExpressionSyntaxError
+from durable_plan.json_schema import validator_for
 from durable_plan.limits import (
     MAX_EXPRESSION_CHARS,
     MAX_PLAN_BYTES,
@@ -708,10 +707,7 @@ class _Checker:
             for key in ("$defs", "definitions"):
                 if key in schema and key not in sub:
                     sub[key] = schema[key]
-            try:
-                error = _schema_error(value, json.dumps(sub, sort_keys=True, default=str))
-            except Exception:  # a schema jsonschema cannot use: the tool checks at run time
-                continue
+            error = _schema_error(value, sub)
             if error is not None:
                 self.add(
                     "bad_argument",
@@ -1159,52 +1155,9 @@ def _levels(deps: Mapping[str, frozenset[str]]) -> dict[str, int]:
     return level
 
 
-@functools.lru_cache(maxsize=512)
-def _argument_validator(schema_text: str) -> jsonschema.protocols.Validator | None:
-    """A checked validator per argument schema, built once: ``jsonschema.validate`` checks
-    the schema itself on every call, which was a third of checking a plan. None when the
-    schema is not one jsonschema can use (the tool then checks at run time). Validators
-    keep no per-call state, so the workflow's threads may share them."""
-    schema = json.loads(schema_text)
-    cls = jsonschema.validators.validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError:
-        return None
-    bounded = jsonschema.validators.extend(cls, {"pattern": _re2_pattern})  # type: ignore[no-untyped-call]
-    validator: jsonschema.protocols.Validator = bounded(schema)
-    return validator
-
-
-@functools.lru_cache(maxsize=256)
-def _re2(pattern: str) -> Any:
-    options = re2.Options()
-    options.log_errors = False  # a pattern RE2 cannot take is skipped, not logged
-    try:
-        return re2.compile(pattern, options)
-    except re2.error:
-        return None
-
-
-def _re2_pattern(
-    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    """``pattern`` on RE2 (linear time): a tool's schema may hold a regex that backtracks
-    for ever on the string a plan gives it, and the check runs in workflow code. A pattern
-    RE2 cannot compile is left to the tool at run time."""
-    if not validator.is_type(instance, "string"):
-        return
-    compiled = _re2(pattern)
-    if compiled is not None and compiled.search(instance) is None:
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _schema_error(value: Any, schema_text: str) -> jsonschema.ValidationError | None:
-    """The error ``jsonschema.validate(value, schema)`` would raise (its best match), if any."""
-    validator = _argument_validator(schema_text)
-    if validator is None:
-        return None
-    best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(
-        validator.iter_errors(value)
-    )
-    return best
+def _schema_error(value: Any, schema: Mapping[str, Any]) -> jsonschema.ValidationError | None:
+    """The most relevant error of ``value`` against a tool's argument schema, if any. The
+    owner's schema: a regex RE2 cannot run, or a schema jsonschema cannot use, is left to
+    the tool at run time (``json_schema``: RE2, bounded evaluation)."""
+    validator = validator_for(schema, strict_patterns=False)
+    return None if validator is None else validator.first_error(value)

@@ -24,6 +24,7 @@ import yaml
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.errors import PlanRejected
+from durable_plan.json_schema import schema_problems, validator_for
 
 META_FIELDS = ("name", "description", "inputs")
 """Fields of a plan file that are not part of the plan."""
@@ -331,13 +332,16 @@ def _schema_problems(pf: PlanFile, schema: Any) -> list[FileProblem]:
                 path=(*root, "type"),
             )
         ]
-    validator = jsonschema.validators.validator_for(schema)
     try:
-        validator.check_schema(dict(schema))
+        jsonschema.validators.validator_for(schema).check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         where = (*root, *exc.path)
         return [pf.problem(f"inputs is not a valid JSON Schema: {exc.message}", fix, path=where)]
-    return []
+    # Usable too: regexes RE2 can run, references that resolve and reach a value.
+    return [
+        pf.problem(f"inputs is not a valid JSON Schema here: {problem}", fix, path=root)
+        for problem in schema_problems(dict(schema))[:5]
+    ]
 
 
 # --- checking ---------------------------------------------------------------------------------
@@ -524,9 +528,13 @@ def resolve_inputs(pf: PlanFile, given: Mapping[str, Any]) -> dict[str, Any]:
         for name, prop in properties.items():
             if name not in values and isinstance(prop, Mapping) and "default" in prop:
                 values[name] = prop["default"]
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    validator = validator_for(schema)
+    if validator is None:  # check_file reports why; never validate with an unusable schema
+        raise PlanFileError(
+            [pf.problem("inputs is not a usable JSON Schema", "run validate on the file")]
+        )
     problems = []
-    for error in sorted(validator.iter_errors(values), key=lambda e: list(e.path)):
+    for error in sorted(validator.errors(values), key=lambda e: [str(p) for p in e.path]):
         problems.append(_input_problem(pf, error))
     if problems:
         raise PlanFileError(problems)

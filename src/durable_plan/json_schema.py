@@ -1,0 +1,427 @@
+"""JSON Schemas applied to values a model or a person controls, with every evaluation bounded.
+
+Three kinds of schema meet untrusted values here: a tool's argument schema (the
+owner's, applied to a plan's literal arguments), an agent step's
+``output_schema`` (a model's, applied to another model's answer, in workflow
+code) and a plan file's ``inputs`` schema (a person's, applied to their
+``--input`` values). ``jsonschema`` alone can be made to hang on each:
+
+* ``pattern``, ``patternProperties`` (and ``additionalProperties`` /
+  ``unevaluatedProperties`` next to it) run Python's backtracking ``re``, which
+  holds the interpreter lock for as long as a match takes: ``^(a|a)+$`` against
+  forty ``a`` and a ``!`` freezes every thread of a worker;
+* ``{"$ref": "#"}`` recurses without ever reaching the value;
+* nested ``anyOf``/``oneOf`` through ``$defs`` are tiny to write and exponential
+  to evaluate, and ``uniqueItems`` compares every pair of items.
+
+So every schema goes through ``SchemaValidator``: regexes on RE2 (linear time),
+``uniqueItems`` by hashing canonical JSON, and a deterministic budget of keyword
+evaluations per value (a count, never a clock, so a workflow replays the same
+verdict). ``schema_problems`` finds, before anything runs, what would make a
+schema unusable: not a schema, a regex RE2 cannot run, a reference that is not
+local or loops without reaching a value.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import jsonschema
+import re2
+from jsonschema.protocols import Validator
+from referencing.exceptions import Unresolvable
+
+__all__ = [
+    "MAX_SCHEMA_STEPS",
+    "SchemaBudgetExceeded",
+    "SchemaValidator",
+    "schema_problems",
+    "validator_for",
+]
+
+MAX_SCHEMA_STEPS = 20_000
+"""Keyword evaluations one value may cost (a $ref counts 8: resolving one costs about that
+many keywords). An object of a few dozen fields costs a few hundred, a list of 1,000 such
+objects about 8,000; the whole budget is about 0.3 s of one core. Past it the value fails
+to validate, naming the bound."""
+_REF_COST = 8
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef")
+"""Keywords that apply a subschema to the same value: a loop through only these never ends."""
+_REGEX_KEYS = ("pattern",)
+
+
+class SchemaBudgetExceeded(Exception):
+    """Validating one value took more than ``MAX_SCHEMA_STEPS`` keyword evaluations."""
+
+
+_METER: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "durable_plan_schema_meter", default=None
+)
+
+
+def _charge(cost: int = 1) -> None:
+    meter = _METER.get()
+    if meter is None:
+        return
+    meter[0] -= cost
+    if meter[0] < 0:
+        raise SchemaBudgetExceeded(
+            f"checking the value against the schema took more than {MAX_SCHEMA_STEPS:,} "
+            "steps; simplify the schema (fewer nested anyOf/oneOf/$ref) or the value"
+        )
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error:
+        return None
+
+
+def _search(pattern: str, text: str, strict: bool) -> bool:
+    """RE2 search; a pattern RE2 cannot compile matches everything when lenient (the tool
+    checks at run time), and never when strict (such schemas are refused up front)."""
+    compiled = _compiled(pattern)
+    if compiled is None:
+        return not strict
+    _charge(1 + len(text) // 256)
+    return compiled.search(text) is not None
+
+
+def _keywords(strict: bool) -> dict[str, Callable[..., Iterator[jsonschema.ValidationError]]]:
+    def pattern(
+        validator: Any, patrn: str, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[jsonschema.ValidationError]:
+        if validator.is_type(instance, "string") and not _search(patrn, instance, strict):
+            yield jsonschema.ValidationError(f"{_brief(instance)} does not match {patrn!r}")
+
+    def pattern_properties(
+        validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[jsonschema.ValidationError]:
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in patterns.items():
+            for key, value in instance.items():
+                if _search(patrn, key, strict):
+                    yield from validator.descend(value, subschema, path=key, schema_path=patrn)
+
+    def additional_properties(
+        validator: Any, extra: Any, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[jsonschema.ValidationError]:
+        if not validator.is_type(instance, "object"):
+            return
+        extras = [k for k in instance if not _declared(k, schema, strict)]
+        if validator.is_type(extra, "object"):
+            for key in extras:
+                yield from validator.descend(instance[key], extra, path=key)
+        elif not extra and extras:
+            names = ", ".join(repr(k) for k in sorted(extras)[:10])
+            yield jsonschema.ValidationError(f"additional properties are not allowed ({names})")
+
+    def unique_items(
+        validator: Any, unique: Any, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[jsonschema.ValidationError]:
+        if not unique or not validator.is_type(instance, "array"):
+            return
+        seen: set[str] = set()
+        for item in instance:
+            _charge()
+            key = _canonical(item)
+            if key in seen:
+                yield jsonschema.ValidationError(f"{_brief(item)} appears more than once")
+                return
+            seen.add(key)
+
+    return {
+        "pattern": pattern,
+        "patternProperties": pattern_properties,
+        "additionalProperties": additional_properties,
+        "uniqueItems": unique_items,
+    }
+
+
+def _declared(key: str, schema: Mapping[str, Any], strict: bool) -> bool:
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and key in properties:
+        return True
+    patterns = schema.get("patternProperties")
+    return isinstance(patterns, Mapping) and any(_search(p, key, strict) for p in patterns)
+
+
+def _metered(
+    keyword: Callable[..., Iterator[jsonschema.ValidationError]], cost: int
+) -> Callable[..., Iterator[jsonschema.ValidationError]]:
+    def counted(
+        validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
+    ) -> Iterator[jsonschema.ValidationError]:
+        _charge(cost)
+        yield from keyword(validator, value, instance, schema)
+
+    return counted
+
+
+def _canonical(value: Any) -> str:
+    # 1 and 1.0 are one value in JSON Schema; True is not 1.
+    def norm(v: Any) -> Any:
+        if isinstance(v, bool) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, int | float):
+            return float(v)
+        if isinstance(v, Mapping):
+            return {str(k): norm(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [norm(x) for x in v]
+        return repr(v)
+
+    return json.dumps(norm(value), sort_keys=True, separators=(",", ":"))
+
+
+class SchemaValidator:
+    """One schema, ready to check many values; every check bounded (see the module)."""
+
+    def __init__(self, schema: Mapping[str, Any] | bool, *, strict_patterns: bool = True) -> None:
+        """``strict_patterns``: a regex RE2 cannot run fails every value (schemas a model or
+        person writes, which ``schema_problems`` refused anyway); otherwise it is skipped,
+        and the tool whose schema it is checks at run time."""
+        base = jsonschema.validators.validator_for(schema)
+        keywords = {**base.VALIDATORS, **_keywords(strict_patterns)}
+        if "unevaluatedProperties" in keywords:
+            # jsonschema finds evaluated keys with Python's re when patternProperties is
+            # near, and there is no linear version of it: strict schemas are refused up
+            # front (schema_problems), an owner's is left to the tool at run time.
+            keywords["unevaluatedProperties"] = (
+                _refuse_unevaluated if strict_patterns else _ignore_unevaluated
+            )
+        metered = {
+            name: _metered(fn, _REF_COST if name in ("$ref", "$dynamicRef") else 1)
+            for name, fn in keywords.items()
+        }
+        cls = jsonschema.validators.extend(base, metered)  # type: ignore[no-untyped-call]
+        self._validator: Validator = cls(schema)
+
+    def errors(self, value: Any) -> list[jsonschema.ValidationError]:
+        """Every error for ``value`` (the budget spent is one of them)."""
+        token = _METER.set([MAX_SCHEMA_STEPS])
+        found: list[jsonschema.ValidationError] = []
+        try:
+            for error in self._validator.iter_errors(value):
+                found.append(error)
+                if len(found) >= 100:
+                    break
+        except SchemaBudgetExceeded as exc:
+            found.append(jsonschema.ValidationError(str(exc)))
+        except RecursionError:
+            found.append(
+                jsonschema.ValidationError("the schema refers to itself without reaching a value")
+            )
+        except Unresolvable as exc:
+            found.append(jsonschema.ValidationError(f"the schema has a $ref that fails: {exc}"))
+        finally:
+            _METER.reset(token)
+        return found
+
+    def first_error(self, value: Any) -> jsonschema.ValidationError | None:
+        """The most relevant error for ``value`` (jsonschema's best match), or None."""
+        errors = self.errors(value)
+        if not errors:
+            return None
+        best: jsonschema.ValidationError | None = jsonschema.exceptions.best_match(errors)
+        return best
+
+    def is_valid(self, value: Any) -> bool:
+        return not self.errors(value)
+
+
+def _ignore_unevaluated(
+    validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    yield from ()
+
+
+def _refuse_unevaluated(
+    validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    yield jsonschema.ValidationError(
+        "unevaluatedProperties is not supported here; use additionalProperties"
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _cached(schema_text: str, strict_patterns: bool) -> SchemaValidator | None:
+    schema = json.loads(schema_text)
+    if schema_problems(schema, strict_patterns=strict_patterns):
+        return None
+    return SchemaValidator(schema, strict_patterns=strict_patterns)
+
+
+def validator_for(
+    schema: Mapping[str, Any] | bool, *, strict_patterns: bool = True
+) -> SchemaValidator | None:
+    """The validator of a usable schema, built once per schema (building one walks it), or
+    None when ``schema_problems`` finds any. Validators keep no per-call state (the budget
+    is per call, in a context variable), so threads share them."""
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=str)
+    return _cached(text, strict_patterns)
+
+
+def schema_problems(schema: Any, *, strict_patterns: bool = True) -> list[str]:
+    """Why ``schema`` cannot be used to check values, each as a short sentence (none: usable).
+
+    Refused: not a JSON Schema (its metaschema says so), a regex RE2 cannot run
+    (backreferences, lookaround; only with ``strict_patterns``), ``$ref`` that is not
+    local (``#...``) or does not resolve, ``unevaluatedProperties``, and a loop of
+    references that never reaches a value (``{"$ref": "#"}``).
+    """
+    if not isinstance(schema, Mapping | bool):
+        return [f"a schema must be an object, not {type(schema).__name__}"]
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)  # type: ignore[arg-type]
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        return [f"{exc.message}" + (f" (at {where})" if where else "")]
+    if isinstance(schema, bool):
+        return []
+    problems: list[str] = []
+    for path, node in _subschemas(schema, ()):
+        where = "/".join(path) or "the top"
+        for key in _REGEX_KEYS:
+            if isinstance(node.get(key), str) and strict_patterns and _compiled(node[key]) is None:
+                problems.append(
+                    f"{key} {node[key]!r} at {where} uses a regex feature RE2 lacks "
+                    "(backreferences, lookaround); rewrite it without them"
+                )
+        patterns = node.get("patternProperties")
+        if isinstance(patterns, Mapping) and strict_patterns:
+            for patrn in patterns:
+                if _compiled(patrn) is None:
+                    problems.append(
+                        f"patternProperties {patrn!r} at {where} uses a regex feature RE2 lacks"
+                    )
+        if "unevaluatedProperties" in node:
+            problems.append(
+                f"unevaluatedProperties at {where} is not supported; use additionalProperties"
+            )
+        ref = node.get("$ref")
+        if isinstance(ref, str) and _resolve_local(schema, ref) is None:
+            problems.append(
+                f"$ref {ref!r} at {where} does not resolve: only local references "
+                "(#, #/$defs/name) are supported"
+            )
+    if not problems:
+        try:
+            loop = _reference_loop(schema)
+        except RecursionError:
+            return ["the schema nests too deeply to check"]
+        if loop:
+            problems.append(
+                "the schema's references loop without reaching a value: " + " -> ".join(loop)
+            )
+    return problems
+
+
+def _subschemas(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every object in the schema document that may be a subschema, with its path."""
+    stack: list[tuple[tuple[str, ...], Any]] = [(path, node)]
+    seen = 0
+    while stack:
+        where, current = stack.pop()
+        seen += 1
+        if seen > 100_000:
+            return
+        if isinstance(current, Mapping):
+            yield where, current
+            for key, value in current.items():
+                if key in ("enum", "const", "default", "examples"):
+                    continue  # values, not schemas
+                stack.append(((*where, str(key)), value))
+        elif isinstance(current, list):
+            for n, value in enumerate(current):
+                stack.append(((*where, str(n)), value))
+
+
+def _resolve_local(root: Mapping[str, Any], ref: str) -> Any:
+    """The subschema a local ``$ref`` points to, or None if it is not local or not there."""
+    if not ref.startswith("#"):
+        return None
+    pointer = ref[1:]
+    if pointer == "":
+        return root
+    if not pointer.startswith("/"):
+        return None  # plain-name anchors are not supported
+    node: Any = root
+    for raw in pointer[1:].split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _reference_loop(root: Mapping[str, Any]) -> list[str]:
+    """A cycle of subschemas applied to the same value (through $ref and the in-place
+    applicators only), as the path of references; [] when there is none."""
+    nodes: dict[int, Any] = {}
+    names: dict[int, str] = {}
+
+    def edges(node: Any) -> list[Any]:
+        if not isinstance(node, Mapping):
+            return []
+        out: list[Any] = []
+        for key in _IN_PLACE:
+            value = node.get(key)
+            if key in ("$ref", "$dynamicRef"):
+                if isinstance(value, str):
+                    target = _resolve_local(root, value)
+                    if isinstance(target, Mapping):
+                        names.setdefault(id(target), value)
+                        out.append(target)
+            elif isinstance(value, list):
+                out.extend(v for v in value if isinstance(v, Mapping))
+            elif isinstance(value, Mapping):
+                out.append(value)
+        return out
+
+    state: dict[int, int] = {}  # 1: on the stack, 2: done
+    path: list[Any] = []
+
+    def visit(node: Any) -> list[str]:
+        key = id(node)
+        nodes[key] = node
+        if state.get(key) == 1:
+            start = next(i for i, n in enumerate(path) if n is node)
+            cycle = [*path[start:], node]
+            return [names.get(id(n), "#") for n in cycle if id(n) in names or n is root]
+        if state.get(key) == 2:
+            return []
+        state[key] = 1
+        path.append(node)
+        for child in edges(node):
+            found = visit(child)
+            if found:
+                return found
+        path.pop()
+        state[key] = 2
+        return []
+
+    names[id(root)] = "#"
+    for _, node in _subschemas(root, ()):
+        found = visit(node)
+        if found:
+            return found
+    return []
+
+
+def _brief(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
