@@ -241,6 +241,8 @@ class ConversationInput:
     """Before each prompt after the first, wait for the ``proceed`` signal."""
     plan_options: dict[str, Any] = field(default_factory=dict)
     """``WorkflowPlanPlugin(plan_options=...)``: extra fields of each child plan's input."""
+    remember_across_turns: bool = False
+    """``WorkflowPlanPlugin(remember_across_turns=...)``: a later prompt may reuse steps."""
 
 
 @dataclass
@@ -274,6 +276,7 @@ class ReuseConversationWorkflow:
             registry=REUSE_TOOLS,
             approval_required=request.approval_required,
             plan_options=request.plan_options,
+            remember_across_turns=request.remember_across_turns,
         )
         agent = TemporalAgent(
             model="scripted",

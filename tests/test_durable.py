@@ -17,7 +17,6 @@ from temporalio.exceptions import ApplicationError
 from durable_plan.errors import PlanRejected
 from durable_plan.local import execute_plan
 from durable_plan.temporal import (
-    PlanFailed,
     PlanInput,
     PlanWorkflow,
     current_step,
@@ -253,13 +252,24 @@ async def test_workflow_given_a_bad_plan_fails_instead_of_retrying(
     assert "Plan rejected, nothing was executed" in info.value.cause.message
 
 
-async def test_returned_results_over_the_limit_fail_the_plan(
+async def test_returned_results_over_the_limit_come_back_as_previews(
     client: Client, task_queue: str
 ) -> None:
-    plan = {"steps": [{"id": f"b{n}", "tool": "big", "args": {"kib": 200}} for n in range(3)]}
+    """Issue 22 (4): the plan did its work, so it never fails for the size of its answer
+    (a model told "list fewer steps in returns" resubmitted the steps and repeated their
+    effects): results are kept in returns order while they fit, the rest are previews."""
+    plan = {
+        "steps": [{"id": f"b{n}", "tool": "big", "args": {"kib": 200}} for n in range(3)],
+        "final": True,
+    }
     async with durable_worker(client, task_queue):
-        with pytest.raises(PlanFailed, match="list fewer steps in returns"):
-            await run(client, task_queue, plan, max_returned_bytes=512 * 1024)
+        result = await run(client, task_queue, plan, max_returned_bytes=512 * 1024)
+    assert [o.status for o in result.ledger] == ["ok", "ok", "ok"]
+    assert result.returned["b0"] == "x" * 200 * 1024 and result.returned["b1"] == "x" * 200 * 1024
+    preview = result.returned["b2"]
+    assert isinstance(preview, dict) and preview["$preview"] == '"' + "x" * 199
+    assert preview["bytes"] == 200 * 1024 + 2 and "step ran ok" in preview["omitted"]
+    assert result.final is False, "an answer with previews is not the complete answer"
 
 
 async def test_cancelled_plan_ends_cancelled(client: Client, task_queue: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -35,6 +36,7 @@ from durable_plan.plugin import WorkflowPlanPlugin
 from durable_plan.reuse import Recall, Remembered, StepMemory, args_key, reusable_tools
 from durable_plan.schema import plan_tool_description
 from durable_plan.temporal import PlanWorkflow, plan_worker
+from durable_plan.temporal.messages import PlanInput
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from tests.reuse_workflows import (
     CALL_LOG_ENV,
@@ -357,7 +359,8 @@ def child_inputs(history: WorkflowHistory) -> dict[str, dict[str, Any]]:
     for e in history.events:
         if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             attrs = e.start_child_workflow_execution_initiated_event_attributes
-            out[attrs.workflow_id] = json.loads(attrs.input.payloads[0].data)
+            wire = json.loads(attrs.input.payloads[0].data)
+            out[attrs.workflow_id] = dataclasses.asdict(PlanInput.from_wire(wire))
     return out
 
 
@@ -502,7 +505,12 @@ async def test_memory_survives_a_worker_kill_between_plans(
     with worker_processes(temporal_target, task_queue, call_log, tmp_path) as spawn:
         first = await asyncio.to_thread(spawn)
         handle = await start(
-            agent_client, task_queue, TWO_TURNS_PROMPT, TRY_AGAIN, wait_between=True
+            agent_client,
+            task_queue,
+            TWO_TURNS_PROMPT,
+            TRY_AGAIN,
+            wait_between=True,
+            remember_across_turns=True,  # the repair comes in the user's next turn
         )
         deadline = time.monotonic() + 30
         while await handle.query(ReuseConversationWorkflow.turns_done) < 1:

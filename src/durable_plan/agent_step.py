@@ -76,6 +76,8 @@ class AgentCatalogView:
     default_model: str | None
     """The model a step without ``model`` uses (None: such a step is an error)."""
     model_required: bool = True
+    models: Sequence[str] | None = None
+    """Model-name patterns a step may name (None: any name)."""
 
 
 def check_agent_args(
@@ -118,6 +120,19 @@ def check_agent_args(
     model = args.get("model")
     if "model" in args and not (isinstance(model, str) and model):
         report("bad_argument", "'model' must be a model name", "name a model", "args.model")
+    elif (
+        isinstance(model, str)
+        and view.models is not None
+        and not (view.models and matches_patterns(model, list(view.models)))
+    ):
+        allowed = ", ".join(view.models) or "none but the default"
+        report(
+            "owner_rule",
+            f"an agent step may not name model '{model}': the tools' owner allows {allowed}",
+            "leave model out to use the default model"
+            + (f", or name one of: {allowed}" if view.models else ""),
+            "args.model",
+        )
     if "model" not in given and view.model_required and view.default_model is None:
         report(
             "bad_argument",

@@ -83,6 +83,9 @@ class ToolCatalog:
     tools: Mapping[str, ToolSpec] = field(default_factory=dict)
     default_model: str | None = None
     """The model of an agent step that names none (the runner's default), if any."""
+    models: Sequence[str] | None = None
+    """Model-name patterns an agent step may name in ``model`` (the owner's allow-list;
+    the default model needs no name). None: any name (plans checked before the list)."""
 
     @classmethod
     def of(cls, specs: Iterable[ToolSpec | str]) -> ToolCatalog:
@@ -496,6 +499,7 @@ class _Checker:
             plannable=catalog.plannable if catalog is not None else None,
             default_model=catalog.default_model if catalog is not None else None,
             model_required=catalog is not None,
+            models=catalog.models if catalog is not None else None,
         )
 
         def report(code: Any, message: str, fix: str, fld: str) -> None:

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from strands.hooks import AfterToolCallEvent, BeforeToolCallEvent
 from strands.types.tools import ToolResult, ToolUse
 
+from durable_plan.agent_loop import RoundTracker
 from durable_plan.errors import StepFailure, interrupt_message
 from durable_plan.local import Invoker, describe_exception
+from durable_plan.patterns import matches_patterns
 from durable_plan.tools import ToolFailed, unwrap_tool_result
 
 CANCELLED_DEFAULT = "tool cancelled by user"
@@ -40,10 +43,12 @@ class BeforeCall:
 
 @dataclass(frozen=True)
 class AfterCall:
-    """The step's outcome after the after-hooks: a JSON result, or an error text."""
+    """The step's outcome after the after-hooks: a JSON result, or an error text;
+    ``changed`` when a hook replaced it."""
 
     ok: bool
     value: Any
+    changed: bool = False
 
 
 class ToolHooks:
@@ -54,12 +59,21 @@ class ToolHooks:
 
     @property
     def active(self) -> bool:
-        """True when the agent has any tool-call hook (interventions count: they are hooks)."""
+        """True when the agent's owner put a tool-call hook on it (interventions count).
+
+        Strands registers callbacks of its own on every agent (``AgentDelegation`` watches
+        every tool call), so "any callback" is not "the owner's hook": those are left out
+        by their owner's type. A callback of any other origin counts, to be safe.
+        """
         hooks = getattr(self._agent, "hooks", None)
         registered = getattr(hooks, "_registered_callbacks", None)
         if not isinstance(registered, dict):
             return hooks is not None  # unknown layout: run them, to be safe
-        return bool(registered.get(BeforeToolCallEvent) or registered.get(AfterToolCallEvent))
+        for event in (BeforeToolCallEvent, AfterToolCallEvent):
+            for entry in registered.get(event) or ():
+                if not _internal(getattr(entry, "callback", entry)):
+                    return True
+        return False
 
     def _tool(self, name: str) -> Any:
         registry = getattr(self._agent, "tool_registry", None)
@@ -115,16 +129,39 @@ class ToolHooks:
         if event.result == original:
             return AfterCall(ok, value)
         try:
-            return AfterCall(True, unwrap_tool_result(event.result))
+            return AfterCall(True, unwrap_tool_result(event.result), changed=True)
         except ToolFailed as exc:
-            return AfterCall(False, str(exc))
+            return AfterCall(False, str(exc), changed=True)
 
 
-def hooked_invoker(invoke: Invoker, hooks: ToolHooks, plan_tool_use_id: str) -> Invoker:
-    """``invoke`` with the agent's tool hooks around each call (in-process plans)."""
+def _internal(callback: Any) -> bool:
+    """A callback Strands (or this package) registers on every agent, not the owner's."""
+    owner = getattr(callback, "__self__", None)
+    return owner is not None and isinstance(owner, _internal_types())
+
+
+def _internal_types() -> tuple[type, ...]:
+    try:
+        from strands.agent._agent_delegation import AgentDelegation
+    except ImportError:  # another Strands version: its callbacks count, to be safe
+        return (RoundTracker,)
+    return (AgentDelegation, RoundTracker)
+
+
+def hooked_invoker(
+    invoke: Invoker,
+    hooks: ToolHooks,
+    plan_tool_use_id: str,
+    tools: Sequence[str] | None = None,
+) -> Invoker:
+    """``invoke`` with the agent's tool hooks around each call of the ``tools`` patterns
+    (default: every tool), for in-process plans."""
     counter = itertools.count()
+    patterns = list(tools) if tools is not None else ["*"]
 
     async def hooked(tool: str, args: dict[str, Any]) -> Any:
+        if not matches_patterns(tool, patterns):
+            return await invoke(tool, args)
         tool_use_id = f"{plan_tool_use_id}/{tool}/{next(counter)}"
         before = await hooks.before(tool, args, tool_use_id)
         if before.cancel is not None:

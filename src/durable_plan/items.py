@@ -98,6 +98,19 @@ class ItemRun:
                 calls.append(call)
         return calls
 
+    def withdraw(self, call: StepCall) -> bool:
+        """A handed-out item the runner has not started yet: True if it should still start.
+
+        After a ``fail_fast`` stop it is skipped here, with the reason in its slot, as
+        ``PlanRun.still_to_start`` does for steps (a durable runner holds items back when
+        a workflow task is full, and must not start them after the stop)."""
+        index = _index(call.step_id)
+        if not self._stopped or index not in self._running:
+            return True
+        self._running.discard(index)
+        self._slots[index] = {"skipped": self._skip_reason()}
+        return False
+
     def record(self, call: StepCall, ok: bool, value: Any) -> None:
         index = _index(call.step_id)
         self._running.discard(index)
@@ -171,7 +184,11 @@ class ItemRun:
             self._first_failure = (index, error)
         if self._stopped:
             for later in range(self._next, len(self._items)):
-                self._slots[later] = {"skipped": f"item {index} failed (on_error=fail_fast)"}
+                self._slots[later] = {"skipped": self._skip_reason()}
+
+    def _skip_reason(self) -> str:
+        first = self._first_failure[0] if self._first_failure is not None else "?"
+        return f"item {first} failed (on_error=fail_fast)"
 
 
 def _index(item_id: str) -> int:

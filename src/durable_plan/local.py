@@ -52,6 +52,8 @@ async def execute_plan(
             catalog = registry.catalog()
             if model is not None:
                 catalog = replace(catalog, default_model="the default model")
+            if models:  # a step may name these, and no other model
+                catalog = replace(catalog, models=list(models))
         tool_timeouts = tool_timeouts if tool_timeouts is not None else registry.timeouts()
         plannable = catalog.plannable if isinstance(catalog, ToolCatalog) else registry.names
         invoker = agent_steps(

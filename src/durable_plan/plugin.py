@@ -13,18 +13,20 @@ workflow until a person approves or rejects it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from strands import Agent
-from strands.hooks import AfterToolsEvent
+from strands.hooks import AfterToolsEvent, BeforeInvocationEvent
 from strands.plugins import Plugin
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.approval import ApprovalPolicy, gated_patterns
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
@@ -40,6 +42,8 @@ from durable_plan.mcp_tools import (
     mcp_servers,
     with_mcp_tools,
 )
+from durable_plan.options import ToolOptions
+from durable_plan.patterns import matches_patterns
 from durable_plan.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.reuse import (
     DEFAULT_MAX_BYTES,
@@ -52,9 +56,14 @@ from durable_plan.reuse import (
 )
 from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.summary import failure_text, result_for_model
-from durable_plan.temporal.client import checked_input, tool_table
-from durable_plan.temporal.hook_relay import hook_relay
-from durable_plan.temporal.messages import PlanInput, failure_message
+from durable_plan.temporal.client import checked_input
+from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
+from durable_plan.temporal.messages import (
+    DEFAULT_MAX_HISTORY_BYTES,
+    PlanInput,
+    failure_message,
+)
+from durable_plan.temporal.recovery import Salvage, recover
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools import ToolRegistry
 from durable_plan.ui_summary import plan_details, plan_summary
@@ -62,6 +71,10 @@ from durable_plan.ui_summary import plan_details, plan_summary
 PLUGIN_NAME = "durable-plan"
 MAX_RESULTS_KEPT = 64
 """``results`` keeps the last plans of a conversation, not all of them forever."""
+DEFAULT_HOOK_RELAY_BYTES = 16 * 1024 * 1024
+"""What one plan's requests to the agent's tool hooks may add to the conversation's history."""
+CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
+"""A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
 INTERRUPTED_REFUSAL = (
     "cannot run a plan while the agent is waiting for a person's answer to an interrupt: "
     "answer the interrupt first"
@@ -98,6 +111,20 @@ class WorkflowPlanPlugin(Plugin):
             that ended ok, which later plans reuse and read as ``prior.<id>``
             (``durable_plan.reuse``); past them the least recently used are forgotten.
             0 turns the memory off.
+        remember_across_turns: keep that memory from one invocation of the agent (one
+            user request) to the next. Off by default: a repair happens within the request
+            that failed, and a user who asks again ("attack again") means it to run again.
+        never_reuse: tool-name patterns whose steps always run again (any tool, MCP tools
+            included); the registry's ``reuse=False`` does the same per tool.
+        agent_models: model-name patterns an agent step may name in ``model`` (the default
+            model, the agent's own, needs no name); in-process the names of ``models`` are
+            allowed too. An agent step naming any other model is refused at check time.
+        hooked_tools: tool-name patterns whose plan steps pass the agent's tool hooks
+            (default: every tool). Durably each such step sends its arguments and result
+            through the conversation's history; narrow it to the tools your hooks act on.
+        hook_relay_bytes: durably, the most one plan may add to the conversation's history
+            for its hooks (requests carry each step's arguments and result); a step past
+            it fails, saying so.
     """
 
     name = PLUGIN_NAME
@@ -116,6 +143,11 @@ class WorkflowPlanPlugin(Plugin):
         remember_steps: int = 64,
         remember_bytes: int = DEFAULT_MAX_BYTES,
         plan_options: Mapping[str, Any] | None = None,
+        remember_across_turns: bool = False,
+        never_reuse: Sequence[str] = (),
+        agent_models: Sequence[str] = (),
+        hooked_tools: Sequence[str] | None = None,
+        hook_relay_bytes: int = DEFAULT_HOOK_RELAY_BYTES,
     ) -> None:
         super().__init__()
         self.plan_options = durable_plan_options(plan_options)
@@ -135,6 +167,14 @@ class WorkflowPlanPlugin(Plugin):
         self.memory = StepMemory(remember_steps, remember_bytes)
         """Steps that ended ok in this conversation's plans: durably, part of the agent
         workflow's state (rebuilt from the plan results in its history on replay)."""
+        self.remember_across_turns = remember_across_turns
+        self.never_reuse = list(never_reuse)
+        self.agent_models = list(agent_models)
+        self.hooked_tools = list(hooked_tools) if hooked_tools is not None else None
+        self.hook_relay_bytes = hook_relay_bytes
+        self._one_at_a_time: asyncio.Lock | None = None
+        """Plans of one agent run one after another, even when the model asks for two in one
+        turn: each gets its own number and sees what the one before it ran."""
         self._gate_patterns: list[str] = []
         self._agent: Any = None
         self._mcp_servers: dict[str, Any] = {}
@@ -164,6 +204,12 @@ class WorkflowPlanPlugin(Plugin):
         self._mcp_servers = mcp_servers(agent)
         agent.tool_registry.register_tool(PlanTool(self))
         agent.hooks.add_callback(AfterToolsEvent, self._end_turn_with_final_plan)
+        agent.hooks.add_callback(BeforeInvocationEvent, self._new_request)
+
+    def _new_request(self, event: BeforeInvocationEvent) -> None:
+        """A new invocation of the agent: a new request, whose plans must run again."""
+        if not self.remember_across_turns:
+            self.memory.clear()
 
     def _end_turn_with_final_plan(self, event: AfterToolsEvent) -> None:
         """A final plan whose steps all ran ends the turn with its results as the answer."""
@@ -175,12 +221,22 @@ class WorkflowPlanPlugin(Plugin):
     # -- the tool body --------------------------------------------------------
 
     async def submit(self, tool_use: ToolUse, agent: Any) -> ToolResult:
-        """Check and run one submitted plan; never raises (errors are values for the model)."""
+        """Check and run one submitted plan; never raises (errors are values for the model).
+
+        Plans of one agent run one at a time, in the order the model asked for them."""
         tool_use_id = tool_use["toolUseId"]
-        durable = workflow.in_workflow()
         if getattr(getattr(agent, "_interrupt_state", None), "activated", False):
             # As Strands refuses a direct tool call while a person's answer is pending.
             return _error(tool_use_id, INTERRUPTED_REFUSAL)
+        if self._one_at_a_time is None:
+            self._one_at_a_time = asyncio.Lock()
+        async with self._one_at_a_time:
+            return await self._submit(tool_use, agent)
+
+    async def _submit(self, tool_use: ToolUse, agent: Any) -> ToolResult:
+        tool_use_id = tool_use["toolUseId"]
+        durable = workflow.in_workflow()
+        learned: list[Remembered] = []
         try:
             registry = self._registry_for(agent, durable)
             if self._mcp_servers:
@@ -193,10 +249,9 @@ class WorkflowPlanPlugin(Plugin):
             checked = _check(raw, catalog, self.max_steps, durable, prior)
             recall = None
             if memory.enabled:
-                reusable = reusable_tools(registry.options(self.approval))
+                reusable = reusable_tools(self.tool_options(registry))
                 recall = memory.recall(checked, plan=self.plans_run + 1, reusable=reusable)
             hooks = ToolHooks(agent) if agent is not None else None
-            learned: list[Remembered] = []
             if durable:
                 result, learned = await self._run_child(
                     checked, registry, catalog, tool_use_id, hooks, agent, recall
@@ -204,7 +259,7 @@ class WorkflowPlanPlugin(Plugin):
             else:
                 invoker = _invoker_for(registry, agent)
                 if hooks is not None and hooks.active:
-                    invoker = hooked_invoker(invoker, hooks, tool_use_id)
+                    invoker = hooked_invoker(invoker, hooks, tool_use_id, self.hooked_tools)
                 invoker = agent_steps(
                     invoker,
                     registry,
@@ -219,15 +274,21 @@ class WorkflowPlanPlugin(Plugin):
         except PlanRejected as exc:
             return _error(tool_use_id, str(exc))
         except _PlanFailed as exc:
-            return _error(tool_use_id, f"The plan failed as a whole: {exc}")
+            if exc.salvage is None:
+                return _error(tool_use_id, f"The plan failed as a whole: {exc}")
+            # The plan did part of its work: the model learns what, and a repair reuses it.
+            result, learned = exc.salvage.result(), exc.salvage.remembered
+            self._took(result, learned)
+            text = f"The plan failed as a whole: {exc}\n" + failure_text(
+                result, repair_hint(self.memory, result)
+            )
+            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
         except Exception as exc:
             if isinstance(exc, _WORKFLOW_INTERNALS):
                 raise  # Temporal's own control flow (nondeterminism, eviction) must escape
             # Whatever went wrong, the model hears it and the conversation goes on.
             return _error(tool_use_id, f"The plan failed as a whole: {describe_exception(exc)}")
-        self.results.append(result)
-        self.plans_run += 1
-        self.memory.remember(learned, result)
+        self._took(result, learned)
         if not result.ok:
             report = result_for_model(result)
             text = failure_text(result, repair_hint(self.memory, result))
@@ -244,13 +305,32 @@ class WorkflowPlanPlugin(Plugin):
             "content": [{"json": result_for_model(result)}],
         }
 
+    def _took(self, result: PlanResult, learned: list[Remembered]) -> None:
+        """A plan ended (as a whole or not): count it and remember what it ran ok."""
+        self.results.append(result)
+        self.plans_run += 1
+        self.memory.remember(learned, result)
+
+    def tool_options(self, registry: ToolRegistry) -> dict[str, ToolOptions]:
+        """The durable tool table: the owner's options with every approval gate applied and
+        the plugin's ``never_reuse`` patterns (one place for both runners)."""
+        options = registry.options(self.approval)
+        if not self.never_reuse:
+            return options
+        return {
+            name: replace(o, reuse=False) if matches_patterns(name, self.never_reuse) else o
+            for name, o in options.items()
+        }
+
     def catalog(self, registry: ToolRegistry, *, durable: bool) -> ToolCatalog:
         """Plannable tools; gated ones are refused in-process and allowed (paused) durably."""
         plannable = self.plannable if self.plannable is not None else ["*"]
         catalog = registry.catalog(plannable, approval=self.approval, durable=durable)
         tools = {n: s for n, s in catalog.tools.items() if n != PLAN_TOOL_NAME}
-        # An agent step without a model uses the agent's own.
-        return ToolCatalog(tools, default_model="the agent's model")
+        # An agent step without a model uses the agent's own; naming one needs the owner's
+        # allow-list (in-process, the models given to the plugin are allowed too).
+        models = [*self.agent_models, *([] if durable else list(self.models))]
+        return ToolCatalog(tools, default_model="the agent's model", models=models)
 
     @property
     def approval(self) -> ApprovalPolicy:
@@ -304,22 +384,34 @@ class WorkflowPlanPlugin(Plugin):
         agent: Any,
         recall: Recall | None,
     ) -> tuple[PlanResult, list[Remembered]]:
-        """The plan as a child workflow: its result, and the steps it ran ok (to remember)."""
+        """The plan as a child workflow: its result, and the steps it ran ok (to remember).
+
+        While it runs, this body also answers its requests to the agent's tool hooks
+        (``hook_relay``), so nothing of the plan outlives it in this workflow."""
+        parent = workflow.info()
+        room = CONVERSATION_MAX_HISTORY_BYTES - parent.get_current_history_size()
+        if room <= 0:
+            raise _PlanFailed(
+                f"this conversation's history is {parent.get_current_history_size() // 2**20} "
+                "MiB, near Temporal's 50 MiB limit for one workflow: no more plans can run in "
+                "it; answer with what you have, and let the user start a new conversation"
+            )
         # Only what this agent may plan travels: agent steps choose among these too.
         plannable = set(catalog.plannable)
-        tools = {n: o for n, o in tool_table(registry, self.approval).items() if n in plannable}
+        tools = {n: o for n, o in self.tool_options(registry).items() if n in plannable}
         limits: dict[str, Any] = dict(self.plan_options)
         if self.max_result_bytes is not None:
             limits["max_result_bytes"] = self.max_result_bytes
-        parent = workflow.info()
         child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
-        relay = None
+        desk: RelayDesk | None = None
         if hooks is not None and hooks.active:
             # Each step passes the agent's tool hooks, run here in the agent's workflow.
-            relay = hook_relay()
             gated = frozenset(n for n, o in tools.items() if o.requires_approval)
-            relay.register(child_id, hooks, gated)
+            desk = hook_inbox().open(child_id, hooks, gated)
             limits["hooks_workflow_id"] = parent.workflow_id
+            limits["hook_key"] = child_id
+            limits["hook_bytes"] = min(self.hook_relay_bytes, room)
+            limits["hooked_tools"] = self.hooked_tools
         if recall is not None:
             limits["memory"] = recall.to_wire()
         request = checked_input(
@@ -328,25 +420,47 @@ class WorkflowPlanPlugin(Plugin):
             max_steps=self.max_steps,
             task_queue=self.task_queue,
             default_model=getattr(getattr(agent, "model", None), "_model_name", None),
+            allowed_models=list(self.agent_models),
             **limits,
         )
+        task_queue = self.task_queue or parent.task_queue
+        handle = await workflow.start_child_workflow(
+            PLAN_WORKFLOW_NAME,
+            request.to_wire(),
+            id=child_id,
+            task_queue=task_queue,
+            result_type=dict,
+            static_summary=plan_summary(checked),
+            static_details=plan_details(checked),
+        )
+        waiting = asyncio.ensure_future(handle)
         try:
-            raw = await workflow.execute_child_workflow(
-                PLAN_WORKFLOW_NAME,
-                request,
-                id=child_id,
-                task_queue=self.task_queue or parent.task_queue,
-                result_type=dict,
-                static_summary=plan_summary(checked),
-                static_details=plan_details(checked),
-            )
+            if desk is not None:
+                await desk.serve(waiting)
+            raw = await waiting
         except ChildWorkflowError as exc:
-            raise _PlanFailed(failure_message(exc)) from None
+            salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
+            raise _PlanFailed(failure_message(exc), salvage) from None
         finally:
-            if relay is not None:
-                relay.unregister(child_id)
+            if not waiting.done():
+                waiting.cancel()
         learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
         return PlanResult.model_validate(raw), learned
+
+
+async def _salvage(
+    exc: ChildWorkflowError, child_id: str, run_id: str | None, task_queue: str
+) -> Salvage | None:
+    """What a plan that ended as a whole had done: from its failure's details when it
+    failed in its own code, else (cancelled, terminated, timed out) read from its history."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError):
+        for detail in cause.details:
+            salvage = Salvage.from_wire(detail)
+            if salvage is not None:
+                return salvage
+        return None
+    return await recover(child_id, run_id, task_queue)
 
 
 class PlanTool(AgentTool):
@@ -388,7 +502,12 @@ class PlanTool(AgentTool):
 
 
 class _PlanFailed(Exception):
-    """The plan as a whole failed (child workflow failure, misconfiguration)."""
+    """The plan as a whole failed (child workflow failure, misconfiguration); ``salvage``:
+    what it had done, when that could be found."""
+
+    def __init__(self, message: str, salvage: Salvage | None = None) -> None:
+        super().__init__(message)
+        self.salvage = salvage
 
 
 def unwrap_peer_input(raw: Any) -> Any:
@@ -429,7 +548,19 @@ def _error(tool_use_id: str, text: str) -> ToolResult:
 
 
 _PLUGIN_SETS = frozenset(
-    {"plan", "tools", "max_steps", "task_queue", "default_model", "memory", "hooks_workflow_id"}
+    {
+        "plan",
+        "tools",
+        "max_steps",
+        "task_queue",
+        "default_model",
+        "memory",
+        "hooks_workflow_id",
+        "hook_key",
+        "hook_bytes",
+        "hooked_tools",
+        "allowed_models",
+    }
 )
 """``PlanInput`` fields the plugin fills itself for each plan: not plan options."""
 

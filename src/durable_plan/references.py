@@ -21,6 +21,7 @@ runs in workflow code.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,22 @@ def reference(key: str, text: str) -> dict[str, Any]:
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
         "preview": text[:PREVIEW_CHARS],
+    }
+
+
+RETURNED_PREVIEW_CHARS = 200
+"""Characters of a returned result's JSON kept when the plan's answer has no room for it."""
+
+
+def returned_preview(value: Any, size: int) -> dict[str, Any]:
+    """What a plan returns in place of a result its answer has no room for: its size and the
+    start of its JSON. The step ran ok (the ledger says so, and the conversation remembers
+    it): a later plan reads it whole as ``prior.<id>`` or passes it to a tool."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return {
+        "$preview": text[:RETURNED_PREVIEW_CHARS],
+        "bytes": size,
+        "omitted": "too large to return with the plan's other results; the step ran ok",
     }
 
 

@@ -287,6 +287,11 @@ class StepMemory:
             self._bytes -= self._entries.pop(oldest).size
             self.forgotten += 1
 
+    def clear(self) -> None:
+        """Forget everything (a new request to the agent: its plans run afresh)."""
+        self._entries.clear()
+        self._bytes = 0
+
     def _put(self, entry: Remembered) -> None:
         old = self._entries.pop(entry.step, None)
         if old is not None:

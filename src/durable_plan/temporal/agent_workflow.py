@@ -17,12 +17,11 @@ fails before its next model call, with a message that says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -34,19 +33,22 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.local import describe_exception
     from durable_plan.named_tool import NamedTool
     from durable_plan.options import ToolOptions
-    from durable_plan.temporal.approvals import ApprovalDesk
-    from durable_plan.temporal.hook_relay import HookAsker
+    from durable_plan.temporal.admission import Admission, json_size
+    from durable_plan.temporal.approvals import ApprovalDesk, await_decision
+    from durable_plan.temporal.failures import root_cause
+    from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
     from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
         DEFAULT_MAX_HISTORY_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
+        DEFAULT_MAX_TASK_BYTES,
         HOOK_REPLY_SIGNAL,
         ApprovalDecision,
-        HookReply,
         StepRequest,
         StepResponse,
         failure_message,
     )
+    from durable_plan.temporal.policy import CallPolicy, retry_policy
 
 AGENT_STEP_WORKFLOW_NAME = "AgentStepWorkflow"
 MODEL_TIMEOUT_S = 120.0
@@ -75,6 +77,17 @@ class AgentStepInput:
     """Model calls and tool calls a lost worker cut short, on top of their own retries."""
     hooks_workflow_id: str | None = None
     """The agent workflow whose tool hooks each tool call of the loop must pass."""
+    hook_key: str | None = None
+    """The name the agent's relay knows the plan by (the plan's ``hook_key``)."""
+    hook_bytes: int | None = None
+    """Bytes of hook requests the agent's history has room for (None: not counted)."""
+    hooked_tools: list[str] | None = None
+    """Tool patterns whose calls pass the agent's hooks (None: every tool)."""
+    max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
+
+    def to_wire(self) -> dict[str, Any]:
+        """As the data converter encodes it (for measuring what starting it costs)."""
+        return asdict(self)
 
 
 @workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)
@@ -85,10 +98,25 @@ class AgentStepWorkflow:
         self.tracker = RoundTracker()
         self.desk = ApprovalDesk(None)  # call ids are made as the loop runs
         self.calls = 0
-        self.hooks = HookAsker()
+        self.admission: Admission | None = None
+        self.hooks: HookAsker | None = None
 
     @workflow.run
     async def run(self, request: AgentStepInput) -> dict[str, Any]:
+        self.admission = Admission(
+            max_task_bytes=request.max_task_bytes,
+            max_history_bytes=request.max_history_bytes,
+            max_result_bytes=request.max_result_bytes,
+        )
+        route = None
+        if request.hooks_workflow_id is not None and request.hook_key is not None:
+            route = HookRoute(
+                agent_workflow_id=request.hooks_workflow_id,
+                key=request.hook_key,
+                tools=hooked_tools(request.hooked_tools),
+                budget=request.hook_bytes,
+            )
+        self.hooks = HookAsker(route, self.admission)
         agent = TemporalAgent(
             model=request.model,
             tools=[
@@ -101,11 +129,10 @@ class AgentStepWorkflow:
             # The model activity heartbeats while it streams: a lost worker is noticed
             # after this, not after the whole start-to-close timeout.
             heartbeat_timeout=timedelta(seconds=request.model_heartbeat_timeout_s),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=request.retry_initial_interval_s),
-                # A model call has no side effect: one a lost worker cut short is retried
-                # within the interruption allowance, not at the cost of the step.
-                maximum_attempts=MODEL_ATTEMPTS + request.max_interruptions,
+            # A model call has no side effect: one a lost worker cut short is retried
+            # within the interruption allowance, not at the cost of the step.
+            retry_policy=retry_policy(
+                MODEL_ATTEMPTS + request.max_interruptions, request.retry_initial_interval_s
             ),
         )
         agent.hooks.add_callback(BeforeModelCallEvent, lambda _e: self._guard_history(request))
@@ -120,7 +147,7 @@ class AgentStepWorkflow:
         except ApplicationError:
             raise
         except Exception as exc:  # Strands wraps failures: end the step, never the task
-            cause = _root_cause(exc)
+            cause = root_cause(exc)
             if isinstance(cause, ApplicationError):
                 raise ApplicationError(cause.message, type=cause.type, non_retryable=True) from exc
             raise ApplicationError(
@@ -139,9 +166,10 @@ class AgentStepWorkflow:
         }
 
     @workflow.signal(name=HOOK_REPLY_SIGNAL)
-    def hook_reply(self, reply: HookReply) -> None:
+    def hook_reply(self, reply: Any) -> None:
         """The agent's tool hooks answered for one tool call of the loop."""
-        self.hooks.receive(reply)
+        if self.hooks is not None:
+            self.hooks.receive(reply)
 
     @workflow.signal
     def approve_step(self, decision: ApprovalDecision) -> None:
@@ -195,54 +223,47 @@ class ActivityTool(NamedTool):
         yield await self._call(tool_use)
 
     async def _call(self, tool_use: ToolUse) -> ToolResult:
-        """One tool call of the loop: the agent's hooks, a person's approval, the activity."""
+        """One tool call of the loop: the agent's hooks, a person's approval, admission, the
+        activity under the tool's ``CallPolicy``, the hooks after (the plan's stages)."""
         owner = self._owner
+        assert owner.hooks is not None and owner.admission is not None
         owner.calls += 1
         round_ = owner.tracker.rounds
         call_id = f"{round_}/{self._name}/{owner.calls}"
         args = dict(tool_use.get("input") or {})
-        hooks_at = self._request.hooks_workflow_id
-        if hooks_at is not None:
-            before = await owner.hooks.ask(hooks_at, call_id, self._name, "before", args)
+        hooked = owner.hooks.covers(self._name)
+        if hooked:
+            before = await owner.hooks.before(call_id, self._name, args)
             if before.cancel is not None:
                 return _result(tool_use, False, before.cancel)
             args = before.args
         if self._options.requires_approval:
-            rejected = await self._await_approval(call_id, args)
+            rejected = await await_decision(owner.desk, call_id, args)
             if rejected is not None:
                 return _result(tool_use, False, rejected)
-        ok, value = await self._execute(call_id, round_, args)
-        if hooks_at is not None:
-            after = await owner.hooks.ask(hooks_at, call_id, self._name, "after", args, ok, value)
+        verdict = await owner.admission.enter(json_size(args))
+        if verdict != "go":
+            return _result(tool_use, False, owner.admission.history_full_message())
+        try:
+            ok, value = await self._execute(call_id, round_, args)
+        finally:
+            owner.admission.leave()
+        if hooked:
+            after = await owner.hooks.after(call_id, self._name, ok, value)
             ok, value = after.ok, after.value
         return _result(tool_use, ok, value)
-
-    async def _await_approval(self, call_id: str, args: dict[str, Any]) -> str | None:
-        desk = self._owner.desk
-        desk.open(call_id, args)
-        try:
-            await workflow.wait_condition(lambda: desk.decision(call_id) is not None)
-        finally:
-            desk.close(call_id)
-        decision = desk.decision(call_id)
-        if decision is None or decision.approved:
-            return None
-        return f"rejected by a person{': ' + decision.reason if decision.reason else ''}"
 
     async def _execute(self, call_id: str, round_: int, args: dict[str, Any]) -> tuple[bool, Any]:
         """The tool's activity with its owner's rules; a failure is a value for the loop."""
         options, request = self._options, self._request
-        heartbeat = options.heartbeat_timeout_s
+        policy = CallPolicy.of(options, interruptions=request.max_interruptions)
         common: dict[str, Any] = {
-            "activity_id": call_id,
-            "summary": f"{request.step_id}/{round_}/{self._name}",
-            "start_to_close_timeout": timedelta(seconds=options.timeout_s),
-            "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
-            "retry_policy": RetryPolicy(
-                initial_interval=timedelta(seconds=request.retry_initial_interval_s),
-                maximum_attempts=options.retries + 1 + request.max_interruptions,
+            **policy.activity_options(
+                call_id,
+                f"{request.step_id}/{round_}/{self._name}",
+                request.retry_initial_interval_s,
             ),
-            "task_queue": request.task_queue,
+            **policy.remote_options(request.task_queue),
         }
         try:
             if options.kind == "mcp":  # its server's call-tool activity
@@ -250,7 +271,7 @@ class ActivityTool(NamedTool):
                     options,
                     args,
                     common,
-                    retries=options.retries,
+                    retries=policy.retries,
                     backoff_s=request.retry_initial_interval_s,
                     max_result_bytes=request.max_result_bytes,
                 )
@@ -262,7 +283,7 @@ class ActivityTool(NamedTool):
             wire = await workflow.execute_activity(
                 self._name,
                 # The wrapper counts the tool's own failures against its retries.
-                StepRequest(call_id, args, request.max_result_bytes, options.retries).to_wire(),
+                StepRequest(call_id, args, request.max_result_bytes, policy.retries).to_wire(),
                 result_type=dict,
                 **common,
             )
@@ -276,10 +297,3 @@ def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:
     if ok:
         return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
     return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": str(value)}]}
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    seen = 0
-    while exc.__cause__ is not None and seen < 10:
-        exc, seen = exc.__cause__, seen + 1
-    return exc

@@ -91,3 +91,23 @@ class ApprovalDesk:
         if step_id in self._refused:
             extra["refused_decisions"] = list(self._refused[step_id])
         return extra
+
+
+async def await_decision(desk: ApprovalDesk, call_id: str, args: dict[str, Any]) -> str | None:
+    """Pause until a person decides on ``call_id`` (its arguments shown in ``progress``);
+    None means approved, else the rejection text. Workflow code: the one wait for a person,
+    for plan steps, map items and tool calls inside agent steps alike."""
+    from temporalio import workflow
+
+    desk.open(call_id, args)
+    try:
+        await workflow.wait_condition(lambda: desk.decision(call_id) is not None)
+    finally:
+        desk.close(call_id)
+    decision = desk.decision(call_id)
+    if decision is None:  # unreachable: the wait ends only with a decision; never approve
+        return "no decision was recorded"
+    if decision.approved:
+        return None
+    reason = f": {decision.reason}" if decision.reason else ""
+    return f"rejected by a person{reason}"

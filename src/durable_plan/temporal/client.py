@@ -149,9 +149,15 @@ def _prepare(
     model: str | None,
     **extra: Any,
 ) -> tuple[CheckedPlan, PlanInput]:
-    """The checked plan (the UI's summary is built from it) and the workflow input."""
+    """The checked plan (the UI's summary is built from it) and the workflow input.
+
+    ``allowed_models`` (in ``extra``): model-name patterns an agent step may name; by
+    default none (steps use ``model``, the default), as the plugin does."""
     tools = tool_table(registry)
-    catalog = replace(ToolCatalog.from_options(tools), default_model=model)
+    extra["allowed_models"] = list(extra.get("allowed_models") or [])
+    catalog = replace(
+        ToolCatalog.from_options(tools), default_model=model, models=extra["allowed_models"]
+    )
     checked = check_plan(
         plan, catalog=catalog, max_steps=max_steps, durable=True, inputs=extra.get("inputs")
     )
@@ -293,7 +299,7 @@ async def start_plan(
     }
     start = client.start_workflow(
         PLAN_WORKFLOW_NAME,
-        request,
+        request.to_wire(),
         id=workflow_id or f"plan-{uuid.uuid4()}",
         task_queue=task_queue,
         **options,

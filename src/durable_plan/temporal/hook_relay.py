@@ -1,131 +1,348 @@
-"""The agent's side of durable tool hooks: plan workflows ask, the agent's hooks answer.
+"""Durable tool hooks: a plan asks, the agent's hooks answer in the agent's own workflow.
 
 A ``TemporalAgent``'s hooks are Python objects in its workflow; a plan's steps
-run in a child ``PlanWorkflow``. Before and after each step the child signals
-the agent's workflow (``HOOK_REQUEST_SIGNAL``); the relay registered here runs
-the agent's ``BeforeToolCallEvent`` / ``AfterToolCallEvent`` hooks in workflow
-code, exactly where they run for a direct tool call, and signals the decision
-back (``HOOK_REPLY_SIGNAL``). Only agents that have tool hooks pay for it.
+run in a child ``PlanWorkflow`` (and an agent step's tool calls in a grandchild).
+So before and after each such call the asking workflow signals the agent's
+workflow (``HOOK_REQUEST_SIGNAL``), the hooks run there in workflow code, as for
+a direct call, and the decision comes back (``HOOK_REPLY_SIGNAL``).
+
+The protocol, and why it is shaped so:
+
+* Only agents whose owner wrote tool hooks pay for it (``ToolHooks.active``), and
+  only for the tools the owner's ``hooked_tools`` patterns name.
+* The requests are answered by the plan tool's own body, which awaits the plan
+  anyway (``RelayDesk.serve``), not by an async signal handler: when the plan
+  ends the body stops answering, cancels what is under way and returns, so no
+  handler is ever left running when the conversation completes or continues as
+  new, and nothing signals a workflow that has already closed. A reply to an
+  asker that closed meanwhile (an agent step past its timeout) is dropped.
+* Requests name their plan by the key the plugin registered (``hook_key``),
+  never by parsing a workflow id (child ids are shortened when long).
+* Every request is a payload in two histories (the asker's command, the agent's
+  signal event). The asker counts it in its own ``Admission`` (bytes per task,
+  history) and in the plan's ``hook_bytes``, the room the plugin found in the
+  conversation's history when it started the plan; a call whose values would
+  not fit fails with a message saying so, never a terminated workflow. The
+  "after" request carries the result, not the arguments again (the relay kept
+  them from "before"), and a reply carries a value only when a hook changed it.
+* No timer: a request is answered while the plan runs (its parent awaits it),
+  and a plan whose conversation is gone is closed with it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 
 from durable_plan.hooks import ToolHooks
 from durable_plan.local import describe_exception
+from durable_plan.patterns import matches_patterns
+from durable_plan.temporal.admission import Admission, json_size
 from durable_plan.temporal.messages import (
+    DEFAULT_MAX_HISTORY_BYTES,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MAX_TASK_BYTES,
     HOOK_REPLY_SIGNAL,
     HOOK_REQUEST_SIGNAL,
     HookReply,
     HookRequest,
 )
 
-HOOK_TIMEOUT_S = 300
-"""A step waits this long for the agent's hooks; then it fails, saying so."""
+_WORKFLOW_INTERNALS: tuple[type[BaseException], ...] = (
+    workflow.NondeterminismError,
+    workflow.ReadOnlyContextError,
+)
 
 
-class HookRelay:
-    """One per agent workflow: which plan workflow's steps go through which agent's hooks."""
+# -- the agent's side -------------------------------------------------------------------
 
-    def __init__(self) -> None:
-        self._plans: dict[str, tuple[ToolHooks, frozenset[str]]] = {}
 
-    def register(self, plan_workflow_id: str, hooks: ToolHooks, gated: frozenset[str]) -> None:
-        """``gated`` tools pause for a person in the plan itself, so their interrupts are
-        that approval (Strands' ``HumanInTheLoop`` interrupts from a before-hook)."""
-        self._plans[plan_workflow_id] = (hooks, gated)
+class RelayDesk:
+    """One plan's requests to the agent's hooks, answered while the plan runs."""
 
-    def unregister(self, plan_workflow_id: str) -> None:
-        self._plans.pop(plan_workflow_id, None)
+    def __init__(self, inbox: HookInbox, key: str, hooks: ToolHooks, gated: frozenset[str]):
+        self._inbox = inbox
+        self.key = key
+        self._hooks = hooks
+        self._gated = gated
+        self._pending: deque[HookRequest] = deque()
+        self._args: dict[tuple[str, str], dict[str, Any]] = {}
+        self.answered = 0
 
-    async def handle(self, raw: dict[str, Any]) -> None:
-        # Decoded as a plain dict: the agent's workflow runs in the sandbox, where the
-        # pydantic converter cannot resolve this module's dataclasses by name.
-        request = HookRequest(**raw)
-        reply = await self._decide(request)
-        child = workflow.get_external_workflow_handle(request.plan_workflow_id)
-        await child.signal(HOOK_REPLY_SIGNAL, reply)
+    def put(self, request: HookRequest) -> None:
+        self._pending.append(request)
+
+    async def serve(self, plan: asyncio.Task[Any]) -> None:
+        """Answer requests until ``plan`` (the task awaiting the plan's workflow) is done."""
+        answering: list[asyncio.Task[None]] = []
+        try:
+            while True:
+                await workflow.wait_condition(lambda: bool(self._pending) or plan.done())
+                if plan.done():
+                    return
+                while self._pending:
+                    answering.append(asyncio.create_task(self._answer(self._pending.popleft())))
+                answering = [t for t in answering if not t.done()]
+        finally:
+            for task in answering:
+                task.cancel()
+            if answering:
+                await asyncio.gather(*answering, return_exceptions=True)
+            self._inbox.close(self.key)
+
+    async def _answer(self, request: HookRequest) -> None:
+        try:
+            reply = await self._decide(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a hook's bug fails the call, never the agent's task
+            if isinstance(exc, _WORKFLOW_INTERNALS):
+                raise
+            reply = _refusal(request, f"a tool hook failed: {describe_exception(exc)}")
+        verdict = await self._inbox.admission.enter(json_size(_wire(reply)), starts=False)
+        if verdict != "go":
+            reply = _refusal(
+                request,
+                "the agent's tool hooks cannot answer: the conversation's history is near "
+                "Temporal's limit; start a new conversation",
+            )
+        # The asker may have closed meanwhile (an agent step past its timeout): nobody waits.
+        with contextlib.suppress(FailureError):
+            await workflow.get_external_workflow_handle(request.reply_to).signal(
+                HOOK_REPLY_SIGNAL, reply
+            )
+        self.answered += 1
 
     async def _decide(self, request: HookRequest) -> HookReply:
-        # An agent step's loop (<plan id>/agent/<step>) asks on behalf of its plan.
-        asker = request.plan_workflow_id
-        entry = self._plans.get(asker) or self._plans.get(asker.rsplit("/agent/", 1)[0])
-        if entry is None:
-            return HookReply(request.step_id, request.phase, cancel="the agent's plan has ended")
-        hooks, gated = entry
-        tool_use_id = f"{request.plan_workflow_id}/{request.step_id}"
-        try:
-            if request.phase == "before":
-                before = await hooks.before(
-                    request.tool,
-                    request.args,
-                    tool_use_id,
-                    interrupts_are_approval=request.tool in gated,
-                )
-                return HookReply(request.step_id, "before", cancel=before.cancel, args=before.args)
-            after = await hooks.after(
-                request.tool, request.args, tool_use_id, request.ok, request.value
+        tool_use_id = f"{self.key}/{request.call_id}"
+        slot = (request.reply_to, request.call_id)
+        if request.phase == "before":
+            args = dict(request.args or {})
+            before = await self._hooks.before(
+                request.tool,
+                copy.deepcopy(args),  # hooks may change the input in place
+                tool_use_id,
+                interrupts_are_approval=request.tool in self._gated,
             )
-            return HookReply(request.step_id, "after", ok=after.ok, value=after.value)
-        except Exception as exc:  # a hook's bug fails the step, never the agent's workflow task
-            message = f"a tool hook failed: {describe_exception(exc)}"
-            return HookReply(
-                request.step_id, request.phase, cancel=message, ok=False, value=message
-            )
+            if before.cancel is not None:
+                return HookReply(request.call_id, "before", cancel=before.cancel)
+            self._args[slot] = before.args
+            changed = before.args != args
+            return HookReply(request.call_id, "before", args=before.args if changed else None)
+        args = self._args.pop(slot, {})
+        after = await self._hooks.after(request.tool, args, tool_use_id, request.ok, request.value)
+        if not after.changed:
+            return HookReply(request.call_id, "after", ok=request.ok)
+        return HookReply(request.call_id, "after", ok=after.ok, value=after.value, changed=True)
 
 
-def hook_relay() -> HookRelay:
-    """The relay of the current workflow, installing its signal handler on first use."""
-    handler = workflow.get_signal_handler(HOOK_REQUEST_SIGNAL)
-    relay = getattr(handler, "__self__", None)
-    if isinstance(relay, HookRelay):
-        return relay
-    relay = HookRelay()
-    workflow.set_signal_handler(HOOK_REQUEST_SIGNAL, relay.handle)
-    return relay
+class HookInbox:
+    """The agent workflow's one signal handler for hook requests: routes each to its plan.
 
-
-class HookAsker:
-    """The plan side: ask the agent's workflow to run its tool hooks, and wait for the reply.
-
-    Used by ``PlanWorkflow`` for each step and by ``AgentStepWorkflow`` for each tool
-    call of its loop; each forwards its ``HOOK_REPLY_SIGNAL`` to ``receive``.
+    The handler only files the request (a plain, synchronous function); the plan
+    tool's body answers it. A request for a plan that is no longer served (it ended)
+    is dropped: nobody waits for its answer.
     """
 
     def __init__(self) -> None:
+        self._desks: dict[str, RelayDesk] = {}
+        self.dropped = 0
+        self.admission = Admission(
+            max_task_bytes=DEFAULT_MAX_TASK_BYTES,
+            max_history_bytes=DEFAULT_MAX_HISTORY_BYTES,
+            max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
+        )
+
+    def open(self, key: str, hooks: ToolHooks, gated: frozenset[str]) -> RelayDesk:
+        desk = RelayDesk(self, key, hooks, gated)
+        self._desks[key] = desk
+        return desk
+
+    def close(self, key: str) -> None:
+        self._desks.pop(key, None)
+
+    def handle(self, raw: dict[str, Any]) -> None:
+        # Decoded as a plain dict: the agent's workflow runs in the sandbox, where the
+        # pydantic converter cannot resolve this module's dataclasses by name.
+        try:
+            request = HookRequest.from_wire(raw)
+        except (TypeError, ValueError):
+            self.dropped += 1
+            return
+        desk = self._desks.get(request.key)
+        if desk is None:
+            self.dropped += 1
+            return
+        desk.put(request)
+
+
+def hook_inbox() -> HookInbox:
+    """The current workflow's inbox, installing its signal handler on first use."""
+    handler = workflow.get_signal_handler(HOOK_REQUEST_SIGNAL)
+    inbox = getattr(handler, "__self__", None)
+    if isinstance(inbox, HookInbox):
+        return inbox
+    inbox = HookInbox()
+    workflow.set_signal_handler(HOOK_REQUEST_SIGNAL, inbox.handle)
+    return inbox
+
+
+def refusal(call_id: str, phase: str, message: str) -> HookReply:
+    """The reply that fails the call with ``message``: before it runs, or after."""
+    if phase == "before":
+        return HookReply(call_id, phase, cancel=message)
+    return HookReply(call_id, phase, ok=False, value=message, changed=True)
+
+
+def _refusal(request: HookRequest, message: str) -> HookReply:
+    return refusal(request.call_id, request.phase, message)
+
+
+def _wire(reply: HookReply) -> dict[str, Any]:
+    return {"args": reply.args, "value": reply.value, "cancel": reply.cancel}
+
+
+# -- the asking side (PlanWorkflow, AgentStepWorkflow) ------------------------------------
+
+
+@dataclass(frozen=True)
+class HookRoute:
+    """Where and for which tools a plan's calls pass the agent's tool hooks."""
+
+    agent_workflow_id: str
+    key: str
+    tools: tuple[str, ...] = ("*",)
+    budget: int | None = None
+    """Bytes of requests the conversation's history has room for (None: not counted)."""
+
+    def covers(self, tool: str) -> bool:
+        return matches_patterns(tool, list(self.tools))
+
+
+@dataclass
+class HookCall:
+    """What the hooks decided for one call: cancelled (``cancel``), or go on with ``args``;
+    after it, the (possibly rewritten) outcome."""
+
+    cancel: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    value: Any = None
+
+
+RELAY_V2_PATCH = "hook-relay-v2"
+"""Plans that asked the agent's hooks before this protocol waited for each reply with a
+5-minute timer; their histories replay that way (``LEGACY_TIMEOUT_S``)."""
+LEGACY_TIMEOUT_S = 300
+
+
+class HookAsker:
+    """The asking workflow's side: send a request, wait for the reply (``receive``)."""
+
+    def __init__(self, route: HookRoute | None, admission: Admission) -> None:
+        self.route = route
+        self._admission = admission
         self._replies: dict[tuple[str, str], HookReply] = {}
+        self._legacy: bool | None = None
+        self.sent_bytes = 0
         self.answered = 0
 
-    def receive(self, reply: HookReply) -> None:
-        self._replies[(reply.step_id, reply.phase)] = reply
+    def covers(self, tool: str) -> bool:
+        return self.route is not None and self.route.covers(tool)
 
-    async def ask(
+    def receive(self, raw: Any) -> None:
+        try:
+            reply = HookReply.from_wire(raw)
+        except TypeError:
+            return  # not ours to answer: nobody waits for it
+        self._replies[(reply.call_id, reply.phase)] = reply
+
+    async def before(self, call_id: str, tool: str, args: dict[str, Any]) -> HookCall:
+        reply = await self._ask(call_id, tool, "before", args=args, what="arguments")
+        if reply.cancel is not None:
+            return HookCall(cancel=reply.cancel, args=args)
+        return HookCall(args=reply.args if reply.args is not None else args)
+
+    async def after(self, call_id: str, tool: str, ok: bool, value: Any) -> HookCall:
+        reply = await self._ask(call_id, tool, "after", ok=ok, value=value, what="result")
+        if not reply.changed:
+            return HookCall(ok=ok, value=value)
+        return HookCall(ok=reply.ok, value=reply.value)
+
+    async def _ask(
         self,
-        agent_workflow_id: str,
-        step_id: str,
+        call_id: str,
         tool: str,
         phase: str,
-        args: dict[str, Any],
+        *,
+        what: str,
+        args: dict[str, Any] | None = None,
         ok: bool = True,
         value: Any = None,
     ) -> HookReply:
-        me = workflow.info().workflow_id
-        key = (step_id, phase)
-        agent = workflow.get_external_workflow_handle(agent_workflow_id)
-        await agent.signal(
-            HOOK_REQUEST_SIGNAL, HookRequest(me, step_id, tool, phase, args, ok, value)
+        route = self.route
+        assert route is not None
+        request = HookRequest(
+            key=route.key,
+            reply_to=workflow.info().workflow_id,
+            call_id=call_id,
+            tool=tool,
+            phase=phase,
+            args=args,
+            ok=ok,
+            value=value,
         )
-        try:
-            await workflow.wait_condition(
-                lambda: key in self._replies, timeout=timedelta(seconds=HOOK_TIMEOUT_S)
+        size = json_size(request.to_wire())
+        if route.budget is not None and self.sent_bytes + size > route.budget:
+            return refusal(call_id, phase, _no_room(what, size, route.budget - self.sent_bytes))
+        verdict = await self._admission.enter(size, starts=False)
+        if verdict != "go":
+            message = (
+                f"the agent's tool hooks cannot be shown this call's {what}: "
+                + self._admission.history_full_message().removeprefix("not started: ")
             )
-        except TimeoutError:
-            message = f"the agent's tool hooks did not answer within {HOOK_TIMEOUT_S} s"
-            return HookReply(step_id, phase, cancel=message, ok=False, value=message)
-        finally:
-            self.answered += 1
+            return refusal(call_id, phase, message)
+        self.sent_bytes += size
+        key = (call_id, phase)
+        try:
+            await workflow.get_external_workflow_handle(route.agent_workflow_id).signal(
+                HOOK_REQUEST_SIGNAL, request.to_wire()
+            )
+        except FailureError as exc:
+            return refusal(call_id, phase, f"the agent's tool hooks cannot be asked: {exc}")
+        if self._legacy is None:
+            self._legacy = not workflow.patched(RELAY_V2_PATCH)
+        if self._legacy:
+            try:
+                await workflow.wait_condition(
+                    lambda: key in self._replies, timeout=timedelta(seconds=LEGACY_TIMEOUT_S)
+                )
+            except TimeoutError:
+                message = f"the agent's tool hooks did not answer within {LEGACY_TIMEOUT_S} s"
+                return refusal(call_id, phase, message)
+        else:
+            await workflow.wait_condition(lambda: key in self._replies)
+        self.answered += 1
         return self._replies.pop(key)
+
+
+def _no_room(what: str, size: int, room: int) -> str:
+    return (
+        f"the agent's tool hooks must see this call's {what} ({size // 1024} KiB), but the "
+        f"conversation's history has room for {max(room, 0) // 1024} KiB more of them in this "
+        "plan (WorkflowPlanPlugin(hook_relay_bytes=...)); return less from the tool, list "
+        "fewer tools in WorkflowPlanPlugin(hooked_tools=[...]), or start a new conversation"
+    )
+
+
+def hooked_tools(patterns: Sequence[str] | None) -> tuple[str, ...]:
+    return tuple(patterns) if patterns is not None else ("*",)

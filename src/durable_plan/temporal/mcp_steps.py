@@ -8,10 +8,12 @@ lost mid-call is a failed attempt Temporal retries on another worker; a call
 whose completion is in history never runs again.
 
 The activity completes even when the call failed: it returns an error result.
-So the retry budget for those is spent here: an ``isError`` result (the tool ran
-and refused) fails at once with the server's message, a failed call (connection,
-protocol) is called again, up to the step's ``retries``, as a new activity
-``<id>#<n>``.
+So the whole retry budget is spent here, one activity attempt per call: an
+``isError`` result (the tool ran and refused) fails at once with the server's
+message; a failed call (connection, protocol) and an activity that failed or
+timed out (nothing tells a slow server from a lost worker) are called again, as
+a new activity ``<id>#<n>``, until ``retries + 1`` calls were made in all: the
+owner's bound, never more.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from durable_plan.errors import StepError
     from durable_plan.limits import plain_json
     from durable_plan.mcp_tools import McpErrorResult, plan_tool_name, result_json
     from durable_plan.options import ToolOptions
+    from durable_plan.temporal.messages import failure_message
+    from durable_plan.temporal.policy import retry_policy
 
 
 MAX_BACKOFF_S = 30.0
@@ -46,37 +51,41 @@ async def call_mcp_tool(
     backoff_s: float,
     max_result_bytes: int | None = None,
 ) -> tuple[bool, Any, int]:
-    """``(ok, JSON result or error text, calls made)``; a Temporal failure (a timeout, the
-    attempts spent) raises ``ActivityError`` as for any activity.
+    """``(ok, JSON result or error text, calls made)``: at most ``retries + 1`` calls.
 
-    ``activity_options`` are ``execute_activity``'s (``activity_id`` included); the
-    server's own task queue, when its handle names one, wins over the plan's.
+    ``activity_options`` are ``execute_activity``'s (``activity_id`` included; its retry
+    policy is replaced: one attempt per call); the server's own task queue, when its
+    handle names one, wins over the plan's.
     """
     server, tool = options.mcp_server, options.mcp_tool
     if not server or not tool:
         return False, "not an MCP tool: its tool table entry names no server", 0
     opts = dict(activity_options)
     first_id = str(opts.pop("activity_id"))
+    opts["retry_policy"] = retry_policy(1)
     if options.mcp_task_queue:
         opts["task_queue"] = options.mcp_task_queue
     calls = 0
     while True:
         calls += 1
         activity_id = first_id if calls == 1 else f"{first_id}#{calls}"
-        raw = await workflow.execute_activity(
-            call_tool_activity(server),
-            {"tool_name": tool, "arguments": args, "tool_use_id": activity_id},
-            result_type=dict,
-            activity_id=activity_id,
-            **opts,
-        )
         try:
+            raw = await workflow.execute_activity(
+                call_tool_activity(server),
+                {"tool_name": tool, "arguments": args, "tool_use_id": activity_id},
+                result_type=dict,
+                activity_id=activity_id,
+                **opts,
+            )
             value = result_json(raw)
-        except McpErrorResult as exc:
-            if exc.retryable and calls <= retries:
+        except (McpErrorResult, ActivityError) as exc:
+            retryable = isinstance(exc, ActivityError) or exc.retryable
+            if retryable and calls <= retries:
                 delay = min(backoff_s * 2 ** (calls - 1), MAX_BACKOFF_S)
                 await workflow.sleep(timedelta(seconds=delay))
                 continue
+            if isinstance(exc, ActivityError):
+                return False, _activity_failure(exc, opts), calls
             return False, str(exc), calls
         except (TypeError, KeyError, AttributeError, ValueError) as exc:
             # Not the shape of an MCP tool result: this step fails, not the whole plan.
@@ -89,3 +98,12 @@ async def call_mcp_tool(
             name = plan_tool_name(server, tool)
             return False, f"the result of MCP tool '{name}' cannot be kept: {exc}", calls
         return True, value, calls
+
+
+def _activity_failure(exc: ActivityError, opts: dict[str, Any]) -> str:
+    """A call whose activity failed: a timeout names the bound, as a plan step's does."""
+    cause = exc.cause
+    timeout = opts.get("start_to_close_timeout")
+    if type(cause).__name__ == "TimeoutError" and timeout is not None:
+        return f"timed out after {timeout.total_seconds():g} s (start_to_close)"
+    return failure_message(exc)

@@ -9,7 +9,7 @@ client travel the same way.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from durable_plan.options import ToolOptions
@@ -160,6 +160,13 @@ class PlanInput:
     the plugin's default)."""
     hooks_workflow_id: str | None = None
     """The agent workflow whose tool hooks each step must pass (``HOOK_REQUEST_SIGNAL``)."""
+    hook_key: str | None = None
+    """The name the agent's relay knows this plan by (None: this workflow's id, as plans
+    started before this field)."""
+    hook_bytes: int | None = None
+    """Bytes of hook requests the agent's history has room for (None: not counted)."""
+    hooked_tools: list[str] | None = None
+    """Tool patterns whose calls pass the agent's hooks (None: every tool)."""
     inputs: dict[str, Any] | None = None
     """A plan file's input values, read as ``inputs.<name>`` (``check_plan(inputs=...)``);
     None (plans started before this field, or without inputs): ``inputs`` is unknown."""
@@ -183,6 +190,63 @@ class PlanInput:
     keep_stored_results: bool = False
     """True: the plan does not delete what it stored when it ends (a retention sweep or an
     S3 lifecycle rule does)."""
+    allowed_models: list[str] | None = None
+    """Model-name patterns an agent step may name in ``model`` (the default model is always
+    allowed); None, as in plans started before this field: any."""
+
+    def to_wire(self) -> dict[str, Any]:
+        """The workflow's input as JSON: the plan first, then the settings that differ from
+        their defaults, then the tool table. The default data converter sorts keys, and the
+        web UI shows the input as it is, so a person reads the plan before the settings."""
+        settings: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in ("plan", "tools"):
+                continue
+            value = getattr(self, f.name)
+            default = f.default if f.default is not MISSING else None
+            if value != default:
+                settings[f.name] = value
+        return {
+            "plan": self.plan,
+            "settings": settings,
+            "tools": {name: _options_wire(o) for name, o in self.tools.items()},
+        }
+
+    @classmethod
+    def from_wire(cls, data: Any) -> PlanInput:
+        """Read the workflow's input in this form or the flat one earlier versions sent (a
+        dataclass encoded field by field); unknown keys are ignored (a newer client)."""
+        if isinstance(data, PlanInput):
+            return data
+        if not isinstance(data, dict) or not isinstance(data.get("plan"), dict):
+            raise TypeError(f"not a plan workflow input: {str(data)[:200]}")
+        settings = data.get("settings")
+        flat = dict(settings) if isinstance(settings, dict) else dict(data)
+        names = {f.name for f in fields(cls)} - {"plan", "tools"}
+        kwargs = {k: v for k, v in flat.items() if k in names}
+        tools = data.get("tools") or {}
+        if not isinstance(tools, dict):
+            raise TypeError("the plan workflow input's tool table is not an object")
+        return cls(
+            plan=data["plan"],
+            tools={str(n): _options_from_wire(o) for n, o in tools.items()},
+            **kwargs,
+        )
+
+
+_OPTION_FIELDS = {f.name for f in fields(ToolOptions)}
+
+
+def _options_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
+    return dict(options) if isinstance(options, dict) else asdict(options)
+
+
+def _options_from_wire(data: Any) -> ToolOptions:
+    if isinstance(data, ToolOptions):
+        return data
+    if not isinstance(data, dict):
+        raise TypeError(f"not a tool's options: {str(data)[:200]}")
+    return ToolOptions(**{k: v for k, v in data.items() if k in _OPTION_FIELDS})
 
 
 @dataclass
@@ -206,29 +270,89 @@ HOOK_REPLY_SIGNAL = "durable_plan_tool_hook_reply"
 
 @dataclass
 class HookRequest:
-    """A plan workflow asks its agent's workflow to run the tool hooks for one step.
+    """A plan (or one of its agent steps) asks its agent's workflow to run the tool hooks.
 
-    ``phase`` is "before" (``args`` about to be used) or "after" (``ok`` and
-    ``value``: the result, or the error text).
+    ``key`` names the plan the agent registered (``PlanInput.hook_key``), ``reply_to``
+    the asking workflow. "before": ``args`` about to be used; "after": ``ok`` and
+    ``value`` (the result, or the error text), without the arguments again.
     """
 
-    plan_workflow_id: str
-    step_id: str
+    key: str
+    reply_to: str
+    call_id: str
     tool: str
     phase: str
-    args: dict[str, Any]
+    args: dict[str, Any] | None = None
     ok: bool = True
     value: Any = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "key": self.key,
+            "reply_to": self.reply_to,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "phase": self.phase,
+        }
+        if self.phase == "before":
+            wire["args"] = self.args or {}
+        else:
+            wire["ok"] = self.ok
+            wire["value"] = self.value
+        return wire
+
+    @classmethod
+    def from_wire(cls, data: Any) -> HookRequest:
+        if not isinstance(data, dict):
+            raise TypeError(f"not a hook request: {str(data)[:200]}")
+        names = ("key", "reply_to", "call_id", "tool", "phase")
+        if not all(isinstance(data.get(n), str) for n in names):
+            raise TypeError(f"not a hook request: {str(data)[:200]}")
+        args = data.get("args")
+        return cls(
+            data["key"],
+            data["reply_to"],
+            data["call_id"],
+            data["tool"],
+            data["phase"],
+            args if isinstance(args, dict) else None,
+            bool(data.get("ok", True)),
+            data.get("value"),
+        )
 
 
 @dataclass
 class HookReply:
-    """The hooks' decision: before, ``cancel`` or the (possibly rewritten) ``args``;
-    after, ``ok`` and the (possibly rewritten) ``value``."""
+    """The hooks' decision. Before: ``cancel`` (the call fails with it), or go on with
+    ``args`` (None: unchanged). After: ``changed`` says whether ``ok`` and ``value``
+    replace the call's outcome (a reply carries a value only when a hook changed it)."""
 
-    step_id: str
+    call_id: str
     phase: str
     cancel: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any] | None = None
     ok: bool = True
     value: Any = None
+    changed: bool = False
+
+    @classmethod
+    def from_wire(cls, data: Any) -> HookReply:
+        """This form, or the one plans recorded before (``step_id``, and an "after" reply
+        that always carried the outcome)."""
+        if isinstance(data, HookReply):
+            return data
+        if not isinstance(data, dict) or not isinstance(data.get("phase"), str):
+            raise TypeError(f"not a hook reply: {str(data)[:200]}")
+        args = data.get("args")
+        cancel = data.get("cancel")
+        legacy = "call_id" not in data
+        call_id = data.get("step_id") if legacy else data.get("call_id")
+        return cls(
+            str(call_id),
+            data["phase"],
+            cancel if isinstance(cancel, str) else None,
+            args if isinstance(args, dict) else None,
+            bool(data.get("ok", True)),
+            data.get("value"),
+            True if legacy else bool(data.get("changed", False)),
+        )

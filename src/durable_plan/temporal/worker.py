@@ -13,6 +13,7 @@ from durable_plan.result_store import ResultStore
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.claim_check import claim_check_activities, worker_store
+from durable_plan.temporal.recovery import recover_ledger
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools import ToolRegistry
 
@@ -73,6 +74,7 @@ def plan_worker(
         activities=[
             *registry_activities(registry, store),
             *claim_check_activities(store),
+            recover_ledger,
             *activities,
         ],
         **options,

@@ -1,0 +1,102 @@
+"""How one tool call runs durably: its timeout, its retries, where it runs. Built here only.
+
+Every path that calls a tool from workflow code (a plan step, a map item, a tool
+call inside an agent step, an MCP call, a direct call of the model's) asks
+``CallPolicy.of`` and ``retry_policy``, so the owner's rules are applied in one
+place:
+
+* ``timeout_s`` and ``retries`` are the owner's upper bounds; a step may ask for
+  less (the check refuses more, and this keeps the rule for input that skipped
+  the check);
+* a local activity only where the owner allows it;
+* spare attempts for a lost worker (``max_interruptions``) only where the wrapper
+  activity can tell a crash from the tool's own failure, that is for the
+  registry's own function tools on regular activities. Existing activities and
+  MCP calls get exactly ``retries + 1`` attempts: nothing tells their timeout
+  from a dead worker, and spare attempts would call them past the owner's bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio.common import RetryPolicy
+
+from durable_plan.options import ToolOptions
+
+MAX_RETRY_INTERVAL_S = 30.0
+"""The longest wait between two attempts of anything a plan runs."""
+WRAPPED_KINDS = ("function", "agent_tool")
+"""Tools that run inside our wrapper activity, which counts the tool's own failures."""
+
+
+def retry_policy(max_attempts: int, initial_interval_s: float = 0.5) -> RetryPolicy:
+    """Exponential backoff from ``initial_interval_s``, capped at 30 s, ``max_attempts`` in
+    all (never Temporal's default of unlimited attempts)."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=initial_interval_s),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=max(MAX_RETRY_INTERVAL_S, initial_interval_s)),
+        maximum_attempts=max(max_attempts, 1),
+    )
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """The owner's rules for one call, tightened by what the step asked for."""
+
+    timeout_s: float
+    retries: int
+    heartbeat_timeout_s: float | None
+    local: bool
+    interruptions: int = 0
+    """Extra attempts a lost worker may cut short (wrapped tools on regular activities)."""
+
+    @classmethod
+    def of(
+        cls,
+        options: ToolOptions,
+        *,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        local: bool = False,
+        owner_rules: bool = True,
+        interruptions: int = 0,
+    ) -> CallPolicy:
+        timeout = timeout_s or options.timeout_s
+        tries = options.retries if retries is None else retries
+        runs_local = options.local or local
+        if owner_rules:
+            timeout = min(timeout, options.timeout_s)
+            tries = min(tries, options.retries)
+            runs_local = options.local or (local and options.may_run_local)
+        runs_local = runs_local and options.kind != "activity"
+        spare = interruptions if owner_rules and not runs_local else 0
+        if options.kind not in WRAPPED_KINDS:
+            spare = 0
+        return cls(timeout, tries, options.heartbeat_timeout_s, runs_local, spare)
+
+    @property
+    def max_attempts(self) -> int:
+        return self.retries + 1 + self.interruptions
+
+    def activity_options(
+        self, activity_id: str, summary: str, initial_interval_s: float
+    ) -> dict[str, Any]:
+        """``execute_activity`` / ``execute_local_activity`` options both take."""
+        return {
+            "start_to_close_timeout": timedelta(seconds=self.timeout_s),
+            "retry_policy": retry_policy(self.max_attempts, initial_interval_s),
+            "activity_id": activity_id,
+            "summary": summary,
+        }
+
+    def remote_options(self, task_queue: str | None) -> dict[str, Any]:
+        """What only a regular activity takes."""
+        heartbeat = self.heartbeat_timeout_s
+        return {
+            "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
+            "task_queue": task_queue,
+        }
