@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from durable_plan.encryption import Keyring, encrypted_client, new_key
-from durable_plan.result_store import FileResultStore, StoredResultUnreadable
+from durable_plan.result_store import OWNER, FileResultStore, StoredResultUnreadable
 from durable_plan.sealed_store import SEAL_MARKER, SealedResultStore
 from durable_plan.temporal import plan_worker, run_plan
 from durable_plan.tools import ToolRegistry
@@ -39,7 +39,8 @@ def keys(*ids: str) -> Keyring:
 
 
 def _stored_files(root: Path) -> list[bytes]:
-    return [p.read_bytes() for p in root.rglob("*") if p.is_file()]
+    """The stored results (not the owner records, which name the workflow only)."""
+    return [p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != OWNER]
 
 
 def test_objects_are_sealed_and_open_after_rotation(tmp_path: Path) -> None:

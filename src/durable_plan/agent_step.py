@@ -78,6 +78,8 @@ class AgentCatalogView:
     model_required: bool = True
     models: Sequence[str] | None = None
     """Model-name patterns a step may name (None: any name)."""
+    refused: Mapping[str, str] | None = None
+    """Tools that exist but may not be planned, and why (a person's approval, say)."""
 
 
 def check_agent_args(
@@ -189,6 +191,22 @@ def _check_tools(tools: Any, given: bool, view: AgentCatalogView, report: Report
     for pattern in tools:
         body = pattern.removeprefix("!")
         if not any(matches_patterns(n, [body]) for n in available):
+            refused = [
+                (name, why)
+                for name, why in sorted((view.refused or {}).items())
+                if matches_patterns(name, [body])
+            ]
+            if refused:
+                name, why = refused[0]
+                report(
+                    "not_plannable",
+                    f"tools pattern '{pattern}' names tool '{name}', which exists but an agent "
+                    f"step may not call: {why}",
+                    f"call '{name}' directly, outside the plan; available: "
+                    f"{', '.join(available) or 'none'}",
+                    "args.tools",
+                )
+                continue
             close = difflib.get_close_matches(body, available, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             report(

@@ -17,10 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from durable_plan.check import ToolCatalog, ToolSpec
+from durable_plan.errors import APPROVAL_REFUSAL
 from durable_plan.options import ToolOptions
 from durable_plan.patterns import matches_patterns
-
-APPROVAL_REFUSAL = "it requires human approval"
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class ApprovalPolicy:
             if gated and options is not None and not options.requires_approval:
                 options = replace(options, requires_approval=True)
             refused = spec.refused
-            if gated and refused is None and not durable:
+            if gated and not durable:
                 refused = APPROVAL_REFUSAL
             specs[name] = replace(spec, refused=refused, options=options)
         return ToolCatalog(specs)

@@ -45,7 +45,7 @@ from durable_plan.control_steps import (
     REDUCE_ARGS,
     CheckedBody,
 )
-from durable_plan.errors import PlanRejected, Problem, StepError
+from durable_plan.errors import APPROVAL_REFUSAL, PlanRejected, Problem, StepError
 from durable_plan.expressions import Expression, ExpressionSyntaxError
 from durable_plan.json_schema import validator_for
 from durable_plan.limits import (
@@ -482,8 +482,9 @@ class _Checker:
         if spec.refused is not None:
             self.add(
                 "not_plannable",
-                f"tool '{step.tool}' cannot be planned: {spec.refused}",
-                f"call '{step.tool}' directly, outside the plan",
+                f"tool '{step.tool}' exists but cannot be planned: {spec.refused}",
+                f"call '{step.tool}' directly, outside the plan"
+                + (" (the person is asked then)" if spec.refused == APPROVAL_REFUSAL else ""),
                 step.id,
                 "tool",
             )
@@ -500,6 +501,9 @@ class _Checker:
             default_model=catalog.default_model if catalog is not None else None,
             model_required=catalog is not None,
             models=catalog.models if catalog is not None else None,
+            refused={n: t.refused for n, t in catalog.tools.items() if t.refused}
+            if catalog is not None
+            else None,
         )
 
         def report(code: Any, message: str, fix: str, fld: str) -> None:

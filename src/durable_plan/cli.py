@@ -353,6 +353,12 @@ def _add_sweep_store(subparsers: SubParsers) -> None:
         help="delete objects written longer ago than this: 7d, 12h, 15m, 90s",
     )
     p.add_argument("--store", help="a directory or s3://bucket/prefix (default: the workers')")
+    p.add_argument(
+        "--no-running-check",
+        action="store_true",
+        help="delete by age alone, without asking the server which plans still run",
+    )
+    _add_server_options(p)
 
 
 # --- entry point ----------------------------------------------------------------------------

@@ -29,6 +29,13 @@ ProblemCode = Literal[
     "prior_reference",
 ]
 
+APPROVAL_REFUSAL = (
+    "it requires human approval, which nobody can give in the middle of an in-process plan"
+)
+"""Why a gated tool cannot be planned in-process: it exists, it needs a person, and the fix is
+to call it directly (the person is asked then). Said even when a plannable pattern excludes
+it too: that it needs a person is what the model must know to call it right."""
+
 REJECTION_HEADER = "Plan rejected, nothing was executed:"
 
 

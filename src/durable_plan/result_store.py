@@ -1,11 +1,17 @@
 """Where large step results live outside Temporal's history: a small store protocol, a
 local-filesystem store (the embedded default) and an S3 store (deployments).
 
-Every result a plan stores is under one key prefix per plan workflow (a digest
-of its workflow id), so the plan's clean-up deletes one prefix, and a tool's
-activity can refuse a reference that does not belong to the plan it serves.
-Keys are ``<plan digest>/<step id>/<attempt>``: a retried step writes a new
-object and never collides with what an earlier attempt left.
+Every result a plan stores is under one key prefix per plan run (a digest of
+its workflow id and the id of the first run of its chain, so a second plan
+started later with the same workflow id neither reads nor deletes the first
+one's, while a reset run keeps its own), so the plan's clean-up deletes one
+prefix, and a tool's activity can refuse a reference that does not belong to
+the plan it serves. Keys are ``<plan digest>/<step id>/<attempt>``: a retried
+step writes a new object and never collides with what an earlier attempt left.
+Beside them, ``<plan digest>/owner.json`` names the workflow (not a result: it
+holds no data of the plan), so a retention sweep can ask the server whether
+the plan is still running, and never deletes the results of one that waits,
+say, a week for an approval.
 
 Stores are called from activities only (never from workflow code), through
 ``asyncio.to_thread``: their methods are plain blocking calls.
@@ -14,6 +20,7 @@ Stores are called from activities only (never from workflow code), through
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -21,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
@@ -56,15 +64,44 @@ class ResultStore(Protocol):
         ...
 
 
-def plan_prefix(workflow_id: str) -> str:
-    """The key prefix of one plan workflow's results: a digest, because workflow ids may
-    hold any character (``/``, ``..``) and be long."""
-    return hashlib.sha256(workflow_id.encode()).hexdigest()[:32]
+def plan_prefix(workflow_id: str, chain: str | None = None) -> str:
+    """The key prefix of one plan run's results: a digest, because workflow ids may hold
+    any character (``/``, ``..``) and be long. ``chain``: the first run id of the plan's
+    chain (None: the workflow id alone, as plans recorded before it did)."""
+    scope = workflow_id if chain is None else json.dumps([workflow_id, chain])
+    return hashlib.sha256(scope.encode()).hexdigest()[:32]
 
 
-def result_key(workflow_id: str, step_id: str, attempt: int) -> str:
+def result_key(workflow_id: str, step_id: str, attempt: int, chain: str | None = None) -> str:
     """``<plan digest>/<step id>/<attempt>`` (a map item's ``rolls[2]`` is quoted)."""
-    return f"{plan_prefix(workflow_id)}/{quote(step_id, safe='')}/{attempt}"
+    return f"{plan_prefix(workflow_id, chain)}/{quote(step_id, safe='')}/{attempt}"
+
+
+OWNER = "owner.json"
+
+
+def owner_key(prefix: str) -> str:
+    """Where the workflow a prefix belongs to is written (by the first result it stores)."""
+    return f"{prefix}/{OWNER}"
+
+
+def owner_record(workflow_id: str, chain: str | None) -> bytes:
+    return json.dumps({"workflow_id": workflow_id, "chain": chain}).encode()
+
+
+IsRunning = Callable[[str, "str | None"], bool]
+"""``(workflow id, first run id of its chain or None) -> still running?`` for a sweep."""
+
+
+def _owner_of(data: bytes) -> tuple[str, str | None] | None:
+    try:
+        owner = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(owner, dict) or not isinstance(owner.get("workflow_id"), str):
+        return None
+    chain = owner.get("chain")
+    return owner["workflow_id"], chain if isinstance(chain, str) else None
 
 
 def _checked_key(key: str) -> str:
@@ -75,6 +112,7 @@ def _checked_key(key: str) -> str:
     return key
 
 
+_PREFIX = re.compile(r"[0-9a-f]{32}")
 _STORED_KEY = re.compile(r"[0-9a-f]{32}/[^/]+/[0-9]+")
 """What ``result_key`` makes: a retention sweep deletes only objects shaped like this, so
 a store pointed at the wrong directory or bucket loses nothing else."""
@@ -125,20 +163,30 @@ class FileResultStore:
         top.rmdir()
         return count
 
-    def sweep(self, older_than_s: float) -> int:
+    def sweep(self, older_than_s: float, is_running: IsRunning | None = None) -> int:
         """Retention: delete objects written more than ``older_than_s`` ago (what plans
-        kept with ``keep_stored_results``, or left by a terminated workflow)."""
+        kept with ``keep_stored_results``, or left by a terminated workflow), except those
+        of a plan ``is_running`` says is still running (None: by age alone)."""
         cutoff = time.time() - older_than_s
         count = 0
         if not self.root.is_dir():
             return 0
-        for path in self.root.rglob("*"):
-            key = path.relative_to(self.root).as_posix()
-            if not _STORED_KEY.fullmatch(key):
+        for top in sorted(self.root.iterdir()):
+            if not top.is_dir() or not _PREFIX.fullmatch(top.name):
                 continue
-            if path.is_file() and path.stat().st_mtime < cutoff:
+            old = [
+                path
+                for path in top.rglob("*")
+                if path.is_file()
+                and _STORED_KEY.fullmatch(path.relative_to(self.root).as_posix())
+                and path.stat().st_mtime < cutoff
+            ]
+            if not old or _keeps(self, top.name, is_running):
+                continue
+            for path in old:
                 path.unlink(missing_ok=True)
                 count += 1
+            _drop_owner_if_alone(self, top.name)
         return count
 
     def where(self, key: str) -> str:
@@ -212,24 +260,80 @@ class S3ResultStore:
     def delete_prefix(self, prefix: str) -> int:
         return self._delete(self._key(prefix) + "/")
 
-    def sweep(self, older_than_s: float) -> int:
-        """Retention by hand: delete objects under the prefix older than ``older_than_s``."""
+    def sweep(self, older_than_s: float, is_running: IsRunning | None = None) -> int:
+        """Retention by hand: delete objects under the prefix older than ``older_than_s``,
+        except those of a plan ``is_running`` says is still running."""
         cutoff = time.time() - older_than_s
         base = f"{self.prefix}/" if self.prefix else ""
         base_len = len(base)
+        kept_prefixes: dict[str, bool] = {}
 
         def keep(item: dict[str, Any]) -> bool:
-            if not _STORED_KEY.fullmatch(item["Key"][base_len:]):
+            key = item["Key"][base_len:]
+            if not _STORED_KEY.fullmatch(key):
                 return True  # not a stored result: never ours to delete
-            return bool(item["LastModified"].timestamp() >= cutoff)
+            if item["LastModified"].timestamp() >= cutoff:
+                return True
+            prefix = key.split("/", 1)[0]
+            if prefix not in kept_prefixes:
+                kept_prefixes[prefix] = _keeps(self, prefix, is_running)
+            return kept_prefixes[prefix]
 
-        return self._delete(base, keep=keep)
+        count = self._delete(base, keep=keep)
+        for prefix, kept in kept_prefixes.items():
+            if not kept:
+                _drop_owner_if_alone(self, prefix)
+        return count
+
+    def keys(self, prefix: str) -> list[str]:
+        """The keys under ``prefix`` (for the sweep's owner check)."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        base = self._key(prefix) + "/"
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        return [
+            item["Key"][strip:]
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=base)
+            for item in page.get("Contents", ())
+        ]
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def where(self, key: str) -> str:
         return f"s3://{self.bucket}/{self._key(key)}"
 
     def __repr__(self) -> str:
         return f"S3ResultStore({self.bucket!r}, {self.prefix!r})"
+
+
+def _keeps(store: Any, prefix: str, is_running: IsRunning | None) -> bool:
+    """True when the sweep must keep ``prefix``'s objects: its plan is still running."""
+    if is_running is None:
+        return False
+    try:
+        owner = _owner_of(store.get(owner_key(prefix)))
+    except StoredResultMissing:
+        return False  # stored by a version that wrote no owner: by age, as it was
+    if owner is None:
+        return False
+    return is_running(*owner)
+
+
+def _drop_owner_if_alone(store: Any, prefix: str) -> None:
+    """After a sweep: the owner record goes with the last of its prefix's results."""
+    if isinstance(store, FileResultStore):
+        top = store.root / prefix
+        rest = [p for p in top.rglob("*") if p.is_file() and p.name != OWNER]
+        if not rest:
+            (top / OWNER).unlink(missing_ok=True)
+            for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if path.is_dir():
+                    path.rmdir()
+            top.rmdir()
+    elif isinstance(store, S3ResultStore):
+        others = [k for k in store.keys(prefix) if not k.endswith("/" + OWNER)]
+        if not others:
+            store.delete(owner_key(prefix))
 
 
 def default_root() -> Path:

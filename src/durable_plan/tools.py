@@ -24,9 +24,9 @@ from strands.types._events import ToolInterruptEvent
 from strands.types.tools import AgentTool
 
 from durable_plan.agent_step import RESERVED_TOOL_NAMES
-from durable_plan.approval import APPROVAL_REFUSAL, ApprovalPolicy
+from durable_plan.approval import ApprovalPolicy
 from durable_plan.check import ToolCatalog, ToolSpec
-from durable_plan.errors import StepFailure, interrupt_message
+from durable_plan.errors import APPROVAL_REFUSAL, StepFailure, interrupt_message
 from durable_plan.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
 from durable_plan.patterns import matches_patterns
 

@@ -110,6 +110,7 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dic
                         step_id=request.step_id,
                         args=args,
                         max_bytes=request.max_stored_bytes,
+                        chain=request.store_chain,
                     )
                 raw = await tool.invoke(args, {"agent": _NoAgent()})
         except TimeoutError as exc:
@@ -155,6 +156,7 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dic
                     text=text,
                     size=size,
                     max_stored_bytes=request.max_stored_bytes,
+                    chain=request.store_chain,
                 )
             except ClaimCheckError as exc:
                 raise failure(str(exc), exc.kind, retryable=False) from None

@@ -30,6 +30,8 @@ from durable_plan.result_store import (
     ResultStore,
     StoredResultMissing,
     StoredResultUnreadable,
+    owner_key,
+    owner_record,
     plan_prefix,
     result_key,
     store_from_env,
@@ -49,6 +51,8 @@ class ClaimCheckError(Exception):
 
 
 _ENV_STORE: list[ResultStore] = []
+_OWNERS_WRITTEN: set[str] = set()
+"""Prefixes whose owner record this process wrote (once is enough; a duplicate is harmless)."""
 
 
 def worker_store(store: ResultStore | None) -> ResultStore:
@@ -76,8 +80,10 @@ async def keep_large_result(
     text: str,
     size: int,
     max_stored_bytes: int,
+    chain: str | None = None,
 ) -> str:
-    """Store ``text`` (a result of ``size`` bytes) and return its reference's JSON."""
+    """Store ``text`` (a result of ``size`` bytes) and return its reference's JSON; the
+    first result of a plan run also writes who owns the prefix (for the sweep)."""
     if size > max_stored_bytes:
         raise ClaimCheckError(
             f"step '{step_id}': the result of tool '{tool}' is {size_text(size)}, over the "
@@ -86,7 +92,14 @@ async def keep_large_result(
             "return where it is",
             "ResultTooLarge",
         )
-    key = result_key(workflow_id, step_id, attempt)
+    key = result_key(workflow_id, step_id, attempt, chain)
+    prefix = plan_prefix(workflow_id, chain)
+    if prefix not in _OWNERS_WRITTEN:
+        # Unsealed on purpose: a workflow id is no secret (history shows it in the clear),
+        # and the sweep reads it without the keys.
+        raw = getattr(store, "inner", store)
+        await asyncio.to_thread(raw.put, owner_key(prefix), owner_record(workflow_id, chain))
+        _OWNERS_WRITTEN.add(prefix)
     await asyncio.to_thread(store.put, key, text.encode())
     return json.dumps(reference(key, text), separators=(",", ":"))
 
@@ -98,6 +111,7 @@ async def resolve_args(
     step_id: str,
     args: dict[str, Any],
     max_bytes: int,
+    chain: str | None = None,
 ) -> dict[str, Any]:
     """``args`` with every reference replaced by the stored value (``args`` itself if it
     holds none). Raises ``ClaimCheckError`` naming the step, the argument and the fix."""
@@ -107,7 +121,7 @@ async def resolve_args(
             found.setdefault(key_of(ref), (name, ref))
     if not found:
         return args
-    own = plan_prefix(workflow_id) + "/"
+    own = plan_prefix(workflow_id, chain) + "/"
     total = 0
     for key, (name, ref) in found.items():
         where = f"step '{step_id}': argument '{name}'"
@@ -187,15 +201,15 @@ def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..
 
     @activity.defn(name=DROP_RESULTS)
     async def drop_stored_results(request: dict[str, Any]) -> int:
-        """Delete every result the calling plan workflow stored (its key prefix)."""
-        prefix = plan_prefix(activity.info().workflow_id or "")
+        """Delete every result the calling plan run stored (its key prefix)."""
+        prefix = plan_prefix(activity.info().workflow_id or "", _chain(request))
         return await asyncio.to_thread(worker_store(store).delete_prefix, prefix)
 
     @activity.defn(name=READ_RESULTS)
     async def read_stored_results(request: dict[str, Any]) -> dict[str, str]:
         """The JSON text of each returned reference the store still has and that is intact
         (a missing one keeps its preview: the plan's answer must not fail for it)."""
-        own = plan_prefix(activity.info().workflow_id or "") + "/"
+        own = plan_prefix(activity.info().workflow_id or "", _chain(request)) + "/"
         texts: dict[str, str] = {}
         for step, ref in dict(request.get("refs") or {}).items():
             if not is_reference(ref) or not _is_own_key(key_of(ref), own):
@@ -211,6 +225,11 @@ def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..
     return [drop_stored_results, read_stored_results]
 
 
+def _chain(request: dict[str, Any]) -> str | None:
+    chain = request.get("chain")
+    return chain if isinstance(chain, str) else None
+
+
 # -- the plan workflow's side (workflow code: no I/O here, only activities) ----------------
 
 
@@ -223,7 +242,12 @@ def _options(task_queue: str | None) -> dict[str, Any]:
 
 
 async def read_returned(
-    returned: dict[str, Any], *, max_bytes: int, budget: int, task_queue: str | None
+    returned: dict[str, Any],
+    *,
+    max_bytes: int,
+    budget: int,
+    task_queue: str | None,
+    chain: str | None = None,
 ) -> dict[str, Any]:
     """Returned references whose value fits ``max_bytes`` (what the model may see), in
     plan order while they add up to at most ``budget`` (room left in the plan's result),
@@ -238,7 +262,7 @@ async def read_returned(
     try:
         texts = await workflow.execute_activity(
             READ_RESULTS,
-            {"refs": wanted},
+            {"refs": wanted, **({"chain": chain} if chain else {})},
             result_type=dict,
             summary="read stored results for returns",
             **_options(task_queue),
@@ -249,12 +273,15 @@ async def read_returned(
     return {sid: json.loads(text) for sid, text in texts.items() if sid in wanted}
 
 
-async def drop_stored(task_queue: str | None) -> None:
+async def drop_stored(task_queue: str | None, chain: str | None = None) -> None:
     """Delete what this plan stored; a failure is logged, never the plan's failure
     (what is left is what a retention sweep removes)."""
     try:
         await workflow.execute_activity(
-            DROP_RESULTS, {}, summary="delete stored results", **_options(task_queue)
+            DROP_RESULTS,
+            {"chain": chain} if chain else {},
+            summary="delete stored results",
+            **_options(task_queue),
         )
     except ActivityError as exc:
         workflow.logger.warning("stored results not deleted: %s", exc)

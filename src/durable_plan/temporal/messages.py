@@ -52,6 +52,9 @@ class StepRequest:
     """Results over this many bytes go to the worker's result store and the step returns
     a reference; references in ``args`` are read back (None: neither, as before)."""
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES
+    store_chain: str | None = None
+    """The first run id of the plan's chain: its stored results are the run's own (None:
+    keyed by workflow id alone, as plans recorded before it)."""
 
     def to_wire(self) -> dict[str, Any]:
         """The activity argument as a plain dict: the JSON object the dataclass encodes to,
@@ -65,6 +68,8 @@ class StepRequest:
         if self.store_over_bytes is not None:
             wire["store_over_bytes"] = self.store_over_bytes
             wire["max_stored_bytes"] = self.max_stored_bytes
+            if self.store_chain is not None:
+                wire["store_chain"] = self.store_chain
         return wire
 
     @classmethod
@@ -76,6 +81,7 @@ class StepRequest:
         args = data.get("args")
         retries = data.get("retries")
         store_over = data.get("store_over_bytes")
+        chain = data.get("store_chain")
         return cls(
             data["step_id"],
             args if isinstance(args, dict) else {},
@@ -83,6 +89,7 @@ class StepRequest:
             retries if isinstance(retries, int) and not isinstance(retries, bool) else None,
             _int(store_over, 0) if store_over is not None else None,
             _int(data.get("max_stored_bytes"), DEFAULT_MAX_STORED_BYTES),
+            chain if isinstance(chain, str) else None,
         )
 
 

@@ -67,6 +67,8 @@ PLAN_WORKFLOW_NAME = "PlanWorkflow"
 
 OWNER_RULES_PATCH = "owner-rules"
 """Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""
+STORE_PER_RUN_PATCH = "store-per-run"
+"""Marks plans whose stored results are keyed by their run's chain, not the workflow id."""
 
 # (ok, result or error text, duration in ms, attempts); None: withdrawn before it started
 Outcome = tuple[bool, Any, float, int]
@@ -86,6 +88,7 @@ class PlanWorkflow:
         self._summaries: StepSummaries | None = None  # the UI's activity summaries, built once
         self._recall: Recall | None = None  # the conversation's steps this plan may reuse
         self._stored_any = False  # a step's result went to the result store (claim check)
+        self._chain: str | bool | None = False  # False: not decided yet (``_store_chain``)
 
     @workflow.run
     async def run(self, raw: Any) -> dict[str, Any]:
@@ -113,7 +116,7 @@ class PlanWorkflow:
             # Whatever way the plan ends, what it stored goes (decided from history alone:
             # only plans that stored something run this activity).
             if request is not None and self._stored_any and not request.keep_stored_results:
-                await drop_stored(request.task_queue)
+                await drop_stored(request.task_queue, self._store_chain())
 
     @workflow.query
     def progress(self) -> list[dict[str, Any]]:
@@ -219,8 +222,17 @@ class PlanWorkflow:
                 max_bytes=request.max_result_bytes,
                 budget=request.max_returned_bytes - json_size(payload) - 64 * 1024,
                 task_queue=request.task_queue,
+                chain=self._store_chain(),
             )
         return _bounded_payload(run, request, resolved)
+
+    def _store_chain(self) -> str | None:
+        """The key scope of this run's stored results: its chain's first run id (plans
+        recorded before it: None, the workflow id alone). Decided once, on first use."""
+        if self._chain is False:
+            patched = workflow.patched(STORE_PER_RUN_PATCH)
+            self._chain = workflow.info().first_execution_run_id if patched else None
+        return self._chain if isinstance(self._chain, str) else None
 
     def _partial(self) -> dict[str, Any]:
         """The ledger so far, for the details of a failure of the plan as a whole: the model
@@ -416,6 +428,7 @@ class PlanWorkflow:
             policy.retries if policy.interruptions else None,
             store_over,
             request.max_stored_bytes,
+            self._store_chain() if store_over is not None else None,
         )
         wire: Any
         if policy.local:
