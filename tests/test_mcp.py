@@ -8,6 +8,7 @@ runs the server's ``github-call-tool`` activity, registered by
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -482,3 +483,29 @@ async def test_hostile_mcp_results_end_their_steps_and_never_stick_the_plan(
     assert text["status"] == "ok" or limit in text["error"], text["error"]
     assert outcome["record"]["status"] == "failed"
     assert limit in outcome["record"]["error"]
+
+
+async def test_an_mcp_tool_is_called_no_more_than_its_owner_allows(
+    mcp_client: Client, task_queue: str, mcp_log: Path
+) -> None:
+    """Issue 22 (7): an MCP tool registered with timeout_s=1, retries=0 whose call takes
+    1.5 s was called 6 times by one step (spare attempts for lost workers, though nothing
+    tells a slow server from a dead worker). Now: retries + 1 calls, here one."""
+    with tracker_client() as listing:
+        table = mcp_tool_table("github", listing.list_tools_sync(), timeout_s=1, retries=0)
+    plan = {
+        "steps": [
+            {"id": "count", "tool": "github__slow_count", "args": {"number": 7, "seconds": 1.5}}
+        ]
+    }
+    async with plan_worker(mcp_client, task_queue=task_queue, registry=LOCAL_TOOLS):
+        handle = await start_plan(
+            mcp_client, plan, task_queue=task_queue, registry=table, retry_initial_interval_s=0.1
+        )
+        result = await handle.result()
+        history = await handle.handle.fetch_history()
+    outcome = result.outcome("count")
+    assert outcome.status == "failed" and "timed out after 1 s" in (outcome.error or "")
+    assert [i for _, i in scheduled(history)] == ["count"]
+    await asyncio.sleep(1.0)  # the server may log the start of a call after the timeout
+    assert len(calls(mcp_log, "slow_count", "start")) == 1
