@@ -239,6 +239,12 @@ class HookCall:
     value: Any = None
 
 
+IN_FLIGHT_BYTES = 1024 * 1024
+"""Request bytes one asker may have unanswered at once. The agent's workflow takes the
+signals in its next workflow task; past 2 MiB of events arriving during one task the
+server force-closes that task, and the worker then replays the whole conversation (tens
+of MiB with hooks on large results) to take the next: so requests wait for replies."""
+
 RELAY_V2_PATCH = "hook-relay-v2"
 """Plans that asked the agent's hooks before this protocol waited for each reply with a
 5-minute timer; their histories replay that way (``LEGACY_TIMEOUT_S``)."""
@@ -253,6 +259,7 @@ class HookAsker:
         self._admission = admission
         self._replies: dict[tuple[str, str], HookReply] = {}
         self._legacy: bool | None = None
+        self._in_flight = 0
         self.sent_bytes = 0
         self.answered = 0
 
@@ -304,6 +311,10 @@ class HookAsker:
         size = json_size(request.to_wire())
         if route.budget is not None and self.sent_bytes + size > route.budget:
             return refusal(call_id, phase, _no_room(what, size, route.budget - self.sent_bytes))
+        if self._in_flight and self._in_flight + size > IN_FLIGHT_BYTES:
+            await workflow.wait_condition(
+                lambda: not self._in_flight or self._in_flight + size <= IN_FLIGHT_BYTES
+            )
         verdict = await self._admission.enter(size, starts=False)
         if verdict != "go":
             message = (
@@ -313,6 +324,20 @@ class HookAsker:
             return refusal(call_id, phase, message)
         self.sent_bytes += size
         key = (call_id, phase)
+        self._in_flight += size
+        try:
+            return await self._send_and_wait(route, request, key, call_id, phase)
+        finally:
+            self._in_flight -= size
+
+    async def _send_and_wait(
+        self,
+        route: HookRoute,
+        request: HookRequest,
+        key: tuple[str, str],
+        call_id: str,
+        phase: str,
+    ) -> HookReply:
         try:
             await workflow.get_external_workflow_handle(route.agent_workflow_id).signal(
                 HOOK_REQUEST_SIGNAL, request.to_wire()
