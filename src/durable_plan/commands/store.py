@@ -78,9 +78,7 @@ def sweep_store(args: argparse.Namespace) -> int:
             EXIT_BAD_INPUT, f"sweep-store: {store!r} could not be swept: {exc}"
         ) from None
     kept = "" if args.no_running_check else ", keeping those of running plans"
-    print(
-        f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}"
-    )
+    print(f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}")
     return EXIT_OK
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_plan.local import describe_exception
 from durable_plan.named_tool import NamedTool
 from durable_plan.temporal.messages import StepRequest, StepResponse, failure_message
+from durable_plan.temporal.policy import retry_policy
 from durable_plan.tools import Tool, ToolRegistry
 
 
@@ -60,7 +60,7 @@ class DurableTool(NamedTool):
             result_type=dict,
             start_to_close_timeout=timedelta(seconds=options.timeout_s),
             heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
-            retry_policy=RetryPolicy(maximum_attempts=options.retries + 1),
+            retry_policy=retry_policy(options.retries + 1),
             task_queue=self._task_queue,
             summary=f"direct: {self._tool.name}",
         )

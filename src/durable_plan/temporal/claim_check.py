@@ -22,7 +22,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from temporalio import activity, workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from durable_plan.references import is_reference, iter_references, key_of, reference, size_text
@@ -36,6 +35,7 @@ from durable_plan.result_store import (
     result_key,
     store_from_env,
 )
+from durable_plan.temporal.policy import retry_policy
 
 DROP_RESULTS = "durable_plan_drop_stored_results"
 READ_RESULTS = "durable_plan_read_stored_results"
@@ -237,7 +237,7 @@ def _options(task_queue: str | None) -> dict[str, Any]:
     return {
         "task_queue": task_queue,
         "start_to_close_timeout": timedelta(seconds=60),
-        "retry_policy": RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_attempts=3),
+        "retry_policy": retry_policy(3),
     }
 
 
