@@ -250,3 +250,41 @@ def test_the_model_reads_the_rules_in_the_tool_result() -> None:
     assert results[0]["status"] == "error"
     text = results[0]["content"][0]["text"]
     assert "an agent step needs an output_schema" in text and text.endswith(AGENT_RULES)
+
+
+# -- the benches report it ----------------------------------------------------------------
+
+
+def test_spec_size_report_compares_with_the_seed() -> None:
+    from bench.spec_size import Row, report
+
+    rows = [
+        Row("strands-plan-tool 0.4.0 (seed)", 1, 1495, 2514, 4104, 1012),
+        Row("durable-plan", 1, 1407, 1631, 3151, 779),
+    ]
+    text = report(rows, command="python -m bench.spec_size", machine="machine: x", counter="c")
+    assert "`python -m bench.spec_size`" in text and "machine: x" in text
+    assert "| durable-plan | 1 | 1407 | 1631 | 3151 | 779 | -23% |" in text
+    assert "target ours <= seed: met" in text
+
+
+def test_breakeven_reports_the_spec_tokens_and_the_break_even_depth() -> None:
+    from bench.breakeven import Run, break_even_depth, plan_spec_tokens, spec_line
+
+    def run(arm: str, depth: int, tokens: int, spec: int) -> Run:
+        return Run(arm, depth, 1.0, 1, 1, tokens, 0, arm != "loop", (), True, "", None, spec)
+
+    runs = [
+        run("loop", 1, 1131, 0),
+        run("plan", 1, 1423, 808),
+        run("loop", 2, 1818, 0),
+        run("plan", 2, 1424, 808),
+    ]
+    assert break_even_depth(runs, [1, 2]) == 2
+    line = spec_line(runs, [1, 2])
+    assert line is not None and "808 tokens" in line and "from depth 2" in line
+    assert "at no measured depth" in (spec_line(runs[:2], [1]) or "")
+    spec = ours(1, registry=True)
+    sent = {"tool_specs": [{"name": "other"}, spec]}
+    assert plan_spec_tokens(sent, CharsOver4()) == CharsOver4().count(spec_text(spec))
+    assert plan_spec_tokens({"tool_specs": []}, CharsOver4()) == 0
