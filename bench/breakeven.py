@@ -1,7 +1,7 @@
 """Break-even: a plain tool-calling loop vs one plan, for chains of depth 1-6.
 
     python -m bench.breakeven                    # default: 1.5 s per model call, 5 repeats
-    python -m bench.breakeven --quick            # depths 1, 3, 6; 0.3 s per call; 2 repeats
+    python -m bench.breakeven --quick            # depths 1, 2, 3, 6; 0.3 s per call; 2 repeats
     python -m bench.breakeven --live --model ID  # a real Bedrock model instead of the script
 
 Every arm is the same ``TemporalAgent`` on a dev server this benchmark starts itself
@@ -29,6 +29,11 @@ calls: the system prompt, the messages and the tool specs, exactly as each
 ``invoke_model`` activity received them (read back from the workflow history), counted
 with the tokenizer the table names (``bench/_tokens.py``). ``--live`` adds the
 provider's own count.
+
+**Spec tokens** = the plan tool's spec alone (its name, description and input schema,
+as sent), which the plan arms pay on every model call (``bench/spec_size.py`` sets it
+beside the seed plan tool's). **Break-even depth** = the first measured depth at which
+the plan arm's median tokens are fewer than the loop's.
 
 Prints a Markdown table (medians over ``--repeats``; runs interleaved in a shuffled order)
 with the machine and the exact command. Never asserts timings; a run whose tools or
@@ -62,6 +67,7 @@ from bench import _breakeven_chain as chain
 from bench._breakeven_workflow import BreakEvenInput, BreakEvenOutput, BreakEvenWorkflow
 from bench._report import server_version
 from bench._tokens import TokenCounter, TokenizerChoice, token_counter
+from bench.spec_size import PLAN_TOOL, spec_text
 from durable_plan.connection import exit_now
 from durable_plan.devserver import DevServer
 from durable_plan.temporal import plan_worker
@@ -73,7 +79,7 @@ QUICK_MODEL_LATENCY_S = 0.3
 DEFAULT_TOOL_LATENCY_S = 0.25
 DEFAULT_REPEATS = 5
 QUICK_REPEATS = 2
-QUICK_DEPTHS = (1, 3, 6)
+QUICK_DEPTHS = (1, 2, 3, 6)
 LIVE_MODEL = "live"
 
 
@@ -116,6 +122,8 @@ class Run:
     correct: bool
     answer: str
     error: str | None = None
+    spec_tokens: int = 0
+    """The plan tool's spec as sent in the first model call (0: the agent had none)."""
 
 
 # -- models, client, worker ------------------------------------------------------------------
@@ -217,6 +225,14 @@ def sent_text(model_input: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def plan_spec_tokens(model_input: dict[str, Any], counter: TokenCounter) -> int:
+    """Tokens of the plan tool's spec within one model call's tool specs (0 if absent)."""
+    for spec in model_input.get("tool_specs") or []:
+        if isinstance(spec, dict) and spec.get("name") == PLAN_TOOL:
+            return counter.count(spec_text(spec))
+    return 0
+
+
 def _normalized(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
@@ -278,6 +294,7 @@ async def run_once(
         correct=error is None and is_correct(depth, output.answer, ran),
         answer=output.answer,
         error=error,
+        spec_tokens=plan_spec_tokens(inputs[0], counter) if inputs else 0,
     )
 
 
@@ -329,6 +346,31 @@ def _trips(runs: Sequence[Run]) -> str:
 
 def _change(ours: float, base: float) -> str:
     return f"{(ours - base) / base:+.0%}" if base else "n/a"
+
+
+def break_even_depth(runs: Sequence[Run], depths: Sequence[int]) -> int | None:
+    """The first measured depth at which the plan sends fewer tokens than the loop (medians)."""
+    for depth in sorted(depths):
+        loop = [r.input_tokens for r in runs if r.arm == "loop" and r.depth == depth]
+        plan = [r.input_tokens for r in runs if r.arm == "plan" and r.depth == depth]
+        if loop and plan and _median(plan) < _median(loop):
+            return depth
+    return None
+
+
+def spec_line(runs: Sequence[Run], depths: Sequence[int]) -> str | None:
+    """The plan tool's spec tokens per model call, and the break-even depth, in one line."""
+    spec = sorted({r.spec_tokens for r in runs if r.spec_tokens})
+    if not spec:
+        return None
+    tokens = "/".join(str(t) for t in spec)
+    line = f"plan tool's spec: {tokens} tokens, sent with every model call of the plan arms"
+    if not ({"loop", "plan"} <= {r.arm for r in runs}):
+        return line + "."
+    depth = break_even_depth(runs, depths)
+    measured = ", ".join(str(d) for d in sorted(depths))
+    where = f"from depth {depth}" if depth is not None else "at no measured depth"
+    return f"{line}; the plan sends fewer tokens than the loop {where} (measured: {measured})."
 
 
 def table(runs: Sequence[Run], arms: Sequence[Arm], depths: Sequence[int], *, live: bool) -> str:
@@ -415,6 +457,9 @@ def report(runs: Sequence[Run], arms: Sequence[Arm], depths: Sequence[int], s: S
         "",
         table(runs, arms, depths, live=live),
     ]
+    spec = spec_line(runs, depths)
+    if spec is not None:
+        lines += ["", spec]
     mismatched = [r for r in runs if r.error is None and r.cycle_count != r.round_trips]
     wrong = [r for r in runs if not r.correct]
     if mismatched:
@@ -454,7 +499,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.breakeven", description=(__doc__ or "").splitlines()[0]
     )
-    parser.add_argument("--quick", action="store_true", help="depths 1,3,6; 0.3 s; 2 repeats")
+    parser.add_argument("--quick", action="store_true", help="depths 1,2,3,6; 0.3 s; 2 repeats")
     parser.add_argument("--depths", type=_depths, help="comma-separated (default 1,2,3,4,5,6)")
     parser.add_argument("--arms", type=_arms, default=list(ARMS.values()), help=",".join(ARMS))
     parser.add_argument("--repeats", type=int, help=f"runs per cell (default {DEFAULT_REPEATS})")

@@ -119,7 +119,7 @@ def test_report_states_machine_command_and_definitions() -> None:
 
 def test_quick_and_live_options() -> None:
     quick = parse_args(["--quick"])
-    assert quick.depths == [1, 3, 6] and quick.repeats == 2 and quick.model_latency == 0.3
+    assert quick.depths == [1, 2, 3, 6] and quick.repeats == 2 and quick.model_latency == 0.3
     full = parse_args([])
     assert full.depths == [1, 2, 3, 4, 5, 6] and full.model_latency == 1.5
     with pytest.raises(SystemExit):

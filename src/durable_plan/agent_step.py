@@ -37,6 +37,22 @@ AGENT_ARGS = ("prompt", "output_schema", "tools", "max_iterations", "model", "sy
 LITERAL_ONLY = ("output_schema", "tools", "max_iterations", "model")
 TEMPLATED = ("prompt", "system_prompt")
 
+AGENT_RULES = (
+    'How to write an agent step: {"id": "<id>", "tool": "agent", "args": {"prompt": "text '
+    "with {{ <JSONata> }} placeholders, e.g. {{ steps.<id>.<field> }}, which read results "
+    'as bind does", "output_schema": {"type": "object", "properties": {...}, "required": '
+    '[...]}}}. Optional args: "tools" (names or * patterns over the plannable tools; '
+    'default: all of them), "max_iterations" (model calls, the answering one included; '
+    f'default {DEFAULT_MAX_ITERATIONS}, at most {MAX_ITERATIONS}), "model", '
+    '"system_prompt"; output_schema, tools, max_iterations and model are literals in args, '
+    'not bind. Its result is {"output", "iterations", "tools_called", "final"}: output '
+    "conforms to output_schema, or final is false and output is {}, so gate later steps "
+    'on it: "when": "steps.<id>.final ? steps.<id>.output.<field> : false". Each round is '
+    "one model call: plan ordinary steps wherever the calls are known in advance."
+)
+"""Sent with a rejection that found a problem in an agent step (``check.py``): the plan
+tool's spec teaches only the step's minimal form, the model reads the rest here."""
+
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 
 Template = tuple[str | Expression, ...]

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from durable_plan import expressions
 from durable_plan.agent_step import (
+    AGENT_RULES,
     AGENT_TOOL,
     TEMPLATED,
     AgentCatalogView,
@@ -38,10 +39,12 @@ from durable_plan.control_steps import (
     DEFAULT_CONCURRENCY,
     EXIT,
     EXIT_ARGS,
+    KIND_RULES,
     LOOPS,
     MAP,
     MAP_ARGS,
     MAX_CONCURRENCY,
+    REDUCE,
     REDUCE_ARGS,
     CheckedBody,
 )
@@ -205,6 +208,8 @@ class _Checker:
         self.edge_fields: dict[str, dict[str, str]] = {}
         self.prior = prior  # None: no conversation, nothing to read as prior
         self.prior_reads: dict[str, set[str]] = {}
+        self.rules: dict[str, str] = {}
+        """How to write each step kind a problem was found in, sent with the rejection."""
 
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
         if self._prefix:
@@ -222,6 +227,16 @@ class _Checker:
         )
         if len(self.problems) > MAX_PROBLEMS:
             del self.problems[MAX_PROBLEMS:]
+
+    @contextlib.contextmanager
+    def _rules_on_problems(self, kind: str, rules: str) -> Iterator[None]:
+        """A problem found meanwhile sends ``rules`` (how to write ``kind``) with the rejection."""
+        before = len(self.problems)
+        try:
+            yield
+        finally:
+            if len(self.problems) > before:
+                self.rules.setdefault(kind, rules)
 
     @contextlib.contextmanager
     def _within(self, prefix: str) -> Iterator[None]:
@@ -248,7 +263,7 @@ class _Checker:
         deps = {sid: frozenset(p[2]) for sid, p in parsed.items()}
         self._check_cycles(deps)
         if self.problems or plan is None:
-            raise PlanRejected(self.problems)
+            raise PlanRejected(self.problems, list(self.rules.values()))
         levels_of = _levels(deps)
         position = {step.id: n for n, step in enumerate(plan.steps)}
         checked = {
@@ -455,13 +470,16 @@ class _Checker:
 
     def _check_tool(self, step: Step) -> None:
         if step.tool == AGENT_TOOL:
-            self._check_agent_step(step)
+            with self._rules_on_problems(AGENT_TOOL, AGENT_RULES):
+                self._check_agent_step(step)
             return
         if step.tool in LOOPS:
-            self._check_loop(step)
+            with self._rules_on_problems(step.tool, KIND_RULES[step.tool]):
+                self._check_loop(step)
             return
         if step.tool == EXIT:
-            self._check_exit(step)
+            with self._rules_on_problems(EXIT, KIND_RULES[EXIT]):
+                self._check_exit(step)
             return
         if self.catalog is None:
             return
@@ -482,7 +500,7 @@ class _Checker:
         if spec.refused is not None:
             self.add(
                 "not_plannable",
-                f"tool '{step.tool}' exists but cannot be planned: {spec.refused}",
+                f"tool '{step.tool}' cannot be planned: {spec.refused}",
                 f"call '{step.tool}' directly, outside the plan"
                 + (" (the person is asked then)" if spec.refused == APPROVAL_REFUSAL else ""),
                 step.id,
@@ -965,6 +983,8 @@ class _Checker:
             if name in allowed or name in self.roots:
                 continue
             if name in ALL_BODY_NAMES:
+                kind = REDUCE if name == "accumulator" else MAP
+                self.rules.setdefault(kind, KIND_RULES[kind])
                 self.add(
                     "unknown_name",
                     f"reads '{name}', which exists only inside the 'do' of a map or reduce "

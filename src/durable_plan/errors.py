@@ -6,6 +6,7 @@ carry every problem at once, each naming the step, the field and the fix.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,7 +31,8 @@ ProblemCode = Literal[
 ]
 
 APPROVAL_REFUSAL = (
-    "it requires human approval, which nobody can give in the middle of an in-process plan"
+    "it requires human approval (the tool exists, but nobody can give that approval in the "
+    "middle of an in-process plan)"
 )
 """Why a gated tool cannot be planned in-process: it exists, it needs a person, and the fix is
 to call it directly (the person is asked then). Said even when a plannable pattern excludes
@@ -60,15 +62,22 @@ class Problem:
 
 
 class PlanRejected(ValueError):
-    """The plan failed its checks; nothing was executed."""
+    """The plan failed its checks; nothing was executed.
 
-    def __init__(self, problems: list[Problem]) -> None:
+    ``rules``: how to write the step kinds the problems are about (an agent step, a
+    map, ...), each once, after the problems. The plan tool's spec, sent on every model
+    call, teaches only their minimal form; the model reads the rest where it needs it.
+    """
+
+    def __init__(self, problems: list[Problem], rules: Sequence[str] = ()) -> None:
         self.problems = list(problems)
+        self.rules = list(dict.fromkeys(rules))
         super().__init__(self.render())
 
     def render(self) -> str:
         lines = [REJECTION_HEADER]
         lines += [f"- {p}" for p in self.problems]
+        lines += self.rules
         return "\n".join(lines)
 
     @property

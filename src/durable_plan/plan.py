@@ -33,100 +33,57 @@ class _Input(_Frozen):
 
 
 class Step(_Input):
-    """One tool call inside a plan."""
+    """One tool call inside a plan.
 
-    id: StepId = Field(
-        description=(
-            "Unique step id: lowercase letter, then lowercase letters, digits or '_' "
-            "(at most 32 characters). Later steps read this step's result as steps.<id>."
-        )
-    )
-    tool: str = Field(
-        min_length=1,
-        description=(
-            'Name of the tool to call, or "agent" for a bounded tool-calling loop (args: '
-            "prompt, output_schema, tools, max_iterations, model, system_prompt)."
-        ),
-    )
-    args: dict[str, JsonValue] = Field(
-        default_factory=dict,
-        description="Literal arguments, passed to the tool as they are.",
-    )
+    Field descriptions are part of the plan tool's spec, sent on every model call:
+    each says one thing the model needs for a correct first plan, and nothing the
+    tool description already says (``schema.py``). The rules of the step kinds and
+    of the rarer fields reach the model in the check's messages, where it meets them.
+    """
+
+    id: StepId
+    tool: str = Field(min_length=1)
+    args: dict[str, JsonValue] = Field(default_factory=dict, description="Literal arguments.")
     bind: dict[str, str] = Field(
         default_factory=dict,
         description=(
-            "Arguments computed from earlier results: argument name -> JSONata expression "
-            'over {"steps": {<id>: <result>}}, e.g. {"armour": "steps.monster.armour"} or '
-            '{"damages": "[steps.a.damage, steps.b.damage]"}. Reading steps.<id> makes this '
-            "step wait for <id>. A path that matches nothing fails the step. prior.<id> reads "
-            "the result of a step that ended ok in an earlier plan of this conversation."
+            'Argument -> expression, e.g. {"armour": "steps.lookup.armour"}; an array: '
+            '"[steps.a.damage, steps.b.damage]".'
         ),
     )
-    after: list[StepId] = Field(
-        default_factory=list,
-        description=(
-            "Extra steps to wait for, when no binding reads them (ordering only), or when a "
-            "binding reads steps dynamically (steps.*, $lookup(steps, $name))."
-        ),
-    )
+    after: list[StepId] = Field(default_factory=list)
     when: str | None = Field(
         default=None,
         description=(
-            "JSONata condition that must evaluate to exactly true or false. false marks the "
-            "step not_taken and prunes everything that depends on it. Use = (not ==) and "
-            '$not(...) (there is no ! or not), e.g. "steps.triage.confidence >= 0.8".'
+            "Condition, exactly true or false; false makes the step and its dependents not_taken."
         ),
     )
     join: Join = Field(
         default="all",
-        description=(
-            "'all' (default): the step runs only if every dependency ran ok; a not_taken "
-            "dependency makes it not_taken too. 'any': after a branch, the step runs when at "
-            "least one dependency ran ok; not_taken dependencies are absent from steps."
-        ),
+        description='"any": after a branch, run if at least one dependency ran ok.',
     )
-    timeout_s: Annotated[float, Field(gt=0, le=86_400)] | None = Field(
-        default=None,
-        description="Seconds the tool may run before the step fails with a timeout.",
-    )
-    retries: Annotated[int, Field(ge=0, le=10)] | None = Field(
-        default=None,
-        description="Extra attempts after a failure (durable runs only); default per tool.",
-    )
-    local: bool = Field(
-        default=False,
-        description="Run a short, pure tool as a local activity (durable runs only).",
-    )
+    timeout_s: Annotated[float, Field(gt=0, le=86_400)] | None = None
+    retries: Annotated[int, Field(ge=0, le=10)] | None = None
+    local: bool = False
 
 
 class Plan(_Input):
     """A DAG of tool calls, submitted in one tool call and run without the model."""
 
-    steps: list[Step] = Field(min_length=1, description="The steps, in any order.")
+    steps: list[Step] = Field(min_length=1)
     returns: list[StepId] | None = Field(
-        default=None,
-        description=(
-            "Step ids whose results come back to you. Default: every step. Results of other "
-            "steps stay inside the plan."
-        ),
+        default=None, description="Step ids whose results you get back (default: all)."
     )
     final: bool = Field(
         default=False,
-        description=(
-            "true when the returned results are the complete answer to the user: if every "
-            "step ends ok or not_taken, the turn ends with them and you are not asked again."
-        ),
+        description="true when those results fully answer the user: the turn ends with them.",
     )
     on_error: OnError = Field(
         default="fail_fast",
-        description=(
-            "'fail_fast' (default): the first failure skips every step not yet started. "
-            "'continue': only steps that depend on a failed step are skipped."
-        ),
+        description='"fail_fast": a failure skips steps not yet started; "continue": only '
+        "its dependents.",
     )
-    max_parallel: Annotated[int, Field(ge=1, le=256)] | None = Field(
-        default=None, description="At most this many steps run at once (default: no limit)."
-    )
+    max_parallel: Annotated[int, Field(ge=1, le=256)] | None = None
 
 
 class StepOutcome(_Frozen):

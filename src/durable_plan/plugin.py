@@ -490,7 +490,9 @@ class PlanTool(AgentTool):
             self._described = plannable
             self._spec = {
                 "name": PLAN_TOOL_NAME,
-                "description": plan_tool_description(plannable, self._plugin.max_steps),
+                "description": plan_tool_description(
+                    plannable, self._plugin.max_steps, mcp_servers=sorted(self._plugin._mcp_servers)
+                ),
                 "inputSchema": {"json": plan_input_schema()},
             }
         return self._spec

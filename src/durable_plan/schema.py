@@ -1,24 +1,35 @@
 """The plan tool as the model sees it: an input schema and a description.
 
+Both are sent on every model call of an agent that has the plan tool, whether or not
+it plans, so together they stay no larger than the seed plan tool's
+(``tests/test_spec_size.py`` pins the size; ``python -m bench.spec_size`` measures
+it). They teach what a correct first plan needs and say each rule once: the
+description the language (expressions, step kinds, reuse), the schema's field
+descriptions what one field means. Everything else reaches the model where it meets
+it: the check's rejection carries the rules of a step kind the model wrote wrong
+(``check.py``), and a failed plan's text says how to repair it (``reuse.py``).
+
 The schema is generated from the pydantic contract (so the two cannot drift),
 with ``$ref``s inlined because several providers reject references in tool
-schemas. The description teaches the language in the few lines a model reads.
+schemas, then stripped of what tells a model nothing: titles, ``null`` branches of
+optional fields, an empty ``additionalProperties`` and the class docstrings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from durable_plan.plan import DEFAULT_MAX_STEPS, Plan
+from durable_plan.plan import DEFAULT_MAX_STEPS, STEP_ID_PATTERN, Plan
 
 PLAN_TOOL_NAME = "submit_workflow_plan"
 
 
 def plan_input_schema() -> dict[str, Any]:
-    """JSON schema of a plan with every ``$ref`` inlined."""
+    """JSON schema of a plan with every ``$ref`` inlined, as short as it can say the same."""
     schema = Plan.model_json_schema()
     defs = schema.pop("$defs", {})
-    inlined: dict[str, Any] = _inline(schema, defs)
+    inlined: dict[str, Any] = _shorten(_inline(schema, defs))
     return inlined
 
 
@@ -34,46 +45,88 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
+def _shorten(node: Any, *, id_pattern: bool = True) -> Any:
+    """One schema node without what a model cannot use; the same plans stay valid for it
+    except a literal ``null`` for an optional field, which means "left out" anyway.
+
+    ``title`` repeats the property name; ``anyOf [X, null]`` with ``default: null`` is
+    ``X`` left out; ``additionalProperties: {}`` allows what is allowed anyway; a
+    model's docstring (``description`` beside ``properties``) is for Python readers;
+    the step id pattern is said once, on ``id`` (``after`` and ``returns`` name ids).
+    """
+    if isinstance(node, list):
+        return [_shorten(v, id_pattern=id_pattern) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    branches = node.get("anyOf")
+    if (
+        isinstance(branches, list)
+        and len(branches) == 2
+        and {"type": "null"} in branches
+        and node.get("default", ...) is None
+    ):
+        kept = next(b for b in branches if b != {"type": "null"})
+        rest = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+        return _shorten({**kept, **rest}, id_pattern=id_pattern)
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "additionalProperties" and value == {}:
+            continue
+        if key == "description" and "properties" in node:
+            continue
+        if key == "pattern" and value == STEP_ID_PATTERN and not id_pattern:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _shorten(sub, id_pattern=name == "id") for name, sub in value.items()}
+        else:
+            out[key] = _shorten(value, id_pattern=id_pattern)
+    return out
+
+
 def plan_tool_description(
-    plannable: list[str] | None = None, max_steps: int = DEFAULT_MAX_STEPS
+    plannable: list[str] | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    *,
+    mcp_servers: Sequence[str] = (),
 ) -> str:
-    """The tool description: when to plan, the language, and what comes back."""
+    """The tool description: when to plan, the expressions, the step kinds, reuse, the check.
+
+    ``plannable`` is listed when given (None: every tool the model sees); ``mcp_servers``
+    adds the one line on MCP tools' plan names, only for an agent that has such servers.
+    """
     if plannable is None:
         tools = ""
     elif plannable:
-        tools = f" Tools you can plan: {', '.join(plannable)}."
+        tools = f"\nTools you can plan: {', '.join(plannable)}."
     else:
-        tools = " No tool can be planned now (plannable is empty): call tools directly."
+        tools = "\nNo tool can be planned now (plannable is empty): call tools directly."
+    mcp = (
+        f"\nIn a plan, an MCP tool is <server>__<tool> (servers: {', '.join(mcp_servers)})."
+        if mcp_servers
+        else ""
+    )
     return (
-        "Run several tool calls as one plan, without waiting for you between them. Use it when "
-        "you already know which tools to call and later calls take their arguments from earlier "
-        "results (a chain of two or more); for a single call, call the tool directly.\n"
-        'A plan is {"steps": [...], "returns": [ids], "final": bool}. Each step: '
-        '"id" (lowercase, e.g. "lookup"), "tool", literal "args", and "bind": argument -> '
-        'JSONata expression over {"steps": {<id>: <result>}}, e.g. {"armour": '
-        '"steps.lookup.armour"}; build arrays inline: "[steps.a.damage, steps.b.damage]". '
-        "Read each tool's documented return shape: a path that matches nothing fails the step. "
-        '"when": a JSONata condition that must be true or false; false skips the step and '
-        "everything that depends on it (not_taken). JSONata uses = not ==, and $not(x) instead "
-        'of ! or not; quote strings. "join": "any" lets a step after a branch run when at '
-        "least one dependency ran. Steps run as soon as their own inputs are ready; "
-        "independent steps run in parallel.\n"
-        'An agent step ("tool": "agent") runs a small tool-calling loop for the one thing a '
-        "plan cannot say: work where which tools to call, and how often, depends on what "
-        'earlier calls return. args: "prompt" (may hold {{ steps.<id>.<field> }}), '
-        '"output_schema" (a JSON Schema of type object), optional "tools" (names or patterns), '
-        '"max_iterations" (default 8). It costs one model call per round, so use ordinary '
-        'steps whenever you know the calls in advance. Its result is {"output", '
-        '"iterations", "tools_called", "final"}; output is {} when final is false, so gate '
-        'on it: "when": "steps.<id>.final ? steps.<id>.output.<field> : false".\n'
-        '"returns" lists the step ids whose results you get back (default: all). Set '
-        '"final": true when those results fully answer the user: the turn then ends with them '
-        'and you are not asked again. "on_error": "fail_fast" (default) or "continue".\n'
+        "Run several tool calls as one plan, without asking you between them: use it when you "
+        "know which tools to call and later calls take their arguments from earlier results; "
+        "for a single call, call the tool directly.\n"
+        'Expressions ("bind", "when") are JSONata over {"steps": {<id>: <result>}}: = not ==, '
+        "$not(x) not !, quote strings. Reading steps.<id> waits for that step; a path that "
+        "matches nothing fails the step, so read each tool's documented return shape. "
+        "Independent steps run in parallel.\n"
+        'Besides a tool name, "tool" may be a step kind: "agent" runs a model loop, one '
+        "model call per round, only for work whose calls you cannot know in advance: args "
+        '{"prompt": "... '
+        '{{ steps.<id>.<field> }} ...", "output_schema": <JSON Schema of an object>}; result '
+        '{"output", "final"}, output is {} if final is false. "map" runs args.do, a step '
+        'template {"tool", "args", "bind"}, once per item of bind.over (do reads item); result '
+        '{"results": [...]}. "reduce" folds: do also reads accumulator (starting at initial); '
+        'result {"result"}. "exit" ends the plan when its "when" holds: args {"status": '
+        '"success" or "error", "message"}.\n'
         "After a failed plan, submit a corrected one: a step with the same id, tool and "
-        "arguments as one that ended ok in an earlier plan is not run again (its result is "
-        "reused; give it a new id to run it again), and prior.<id> reads such a result "
-        'directly, e.g. {"armour": "prior.lookup.armour"}.\n'
-        f"The whole plan is checked before anything runs (at most {max_steps} steps); a rejected "
-        'plan lists every problem and ran nothing. You get back {"status", "returned": '
-        '{<id>: <result>}, "not_ok": [steps that failed, were skipped or not taken]}.' + tools
+        "arguments as one that ended ok is reused, not run again (a new id runs it); "
+        "prior.<id> reads such a result.\n"
+        f"The plan is checked before anything runs (at most {max_steps} steps): a rejection "
+        "lists every problem and its fix." + tools + mcp
     )

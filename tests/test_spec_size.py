@@ -1,0 +1,290 @@
+"""The plan tool's spec stays small, and what left it reaches the model where it is needed.
+
+The spec (name, description, input schema) is sent on every model call of an agent that
+has the plan tool, so its size is pinned here (characters always; o200k tokens when the
+``bench`` extra's tokenizer is installed) and held to the seed plan tool's with 1 and 20
+tools. What a first plan needs stays in it; the rules of agent, map, reduce and exit
+steps come with a rejection that found a problem in such a step. Counts only, no timing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from strands import Agent, tool
+
+from bench._tokens import CharsOver4, token_counter
+from bench.spec_size import TOOL_COUNTS, ours, spec_text
+from durable_plan.agent_step import AGENT_RULES
+from durable_plan.check import ToolCatalog, ToolSpec, check_plan
+from durable_plan.control_steps import EXIT_RULES, MAP_RULES, REDUCE_RULES
+from durable_plan.errors import PlanRejected
+from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.schema import plan_input_schema, plan_tool_description
+from durable_plan.testing import ScriptedModel, call
+
+SPEC_CHARS = 3151
+SPEC_TOKENS = 779
+"""Ours on a plain agent with one tool (``python -m bench.spec_size``); was 6,482 / 1,607."""
+SEED_CHARS = 4104
+SEED_TOKENS = 1012
+"""strands-plan-tool 0.4.0's spec, measured by ``python -m bench.spec_size`` (it lists no
+tools, so it is the same with 1 and 20)."""
+MARGIN = 1.05
+
+
+def _tokens(text: str) -> int | None:
+    counter = token_counter("auto")
+    return None if isinstance(counter, CharsOver4) else counter.count(text)
+
+
+def test_the_spec_size_is_pinned() -> None:
+    text = spec_text(ours(1, registry=False))
+    # Grown past the margin: say it shorter, or move the new rule to where the model meets
+    # it (a check message). Shrunk a lot: lower the pin, so it keeps guarding.
+    assert 0.8 * SPEC_CHARS <= len(text) <= MARGIN * SPEC_CHARS, len(text)
+    tokens = _tokens(text)
+    if tokens is None:
+        pytest.skip("no tokenizer: pip install -e '.[bench]' pins the tokens too")
+    assert 0.8 * SPEC_TOKENS <= tokens <= MARGIN * SPEC_TOKENS, tokens
+
+
+@pytest.mark.parametrize("registry", [False, True], ids=["plain", "registry"])
+@pytest.mark.parametrize("count", TOOL_COUNTS)
+def test_no_larger_than_the_seed_with_one_and_twenty_tools(count: int, registry: bool) -> None:
+    text = spec_text(ours(count, registry=registry))
+    assert len(text) <= SEED_CHARS, len(text)
+    tokens = _tokens(text)
+    assert tokens is None or tokens <= SEED_TOKENS, tokens
+
+
+def _spec_text() -> str:
+    fields = [
+        n["description"]
+        for n in _walk(plan_input_schema())
+        if isinstance(n, dict) and isinstance(n.get("description"), str)
+    ]
+    return "\n".join([plan_tool_description(), *fields])
+
+
+def _walk(node: Any) -> Any:
+    yield node
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def test_the_spec_still_teaches_a_first_plan() -> None:
+    text = _spec_text()
+    for needed in (
+        '{"steps": {<id>: <result>}}',  # what expressions read
+        "= not ==",
+        "$not(x)",
+        "quote strings",
+        "matches nothing fails the step",
+        "for a single call, call the tool directly",
+        "Literal arguments",  # args
+        '"steps.lookup.armour"',  # bind
+        "exactly true or false",  # when
+        "not_taken",
+        "(default: all)",  # returns
+        "fully answer the user",  # final
+        "fail_fast",  # on_error
+        '"any"',  # join
+        '"agent"',
+        '"output_schema"',
+        "{{ steps.<id>.<field> }}",
+        '"map"',
+        "bind.over",
+        '"reduce"',
+        "accumulator",
+        '"exit"',
+        "same id, tool and arguments",  # reuse
+        "prior.<id>",
+        "at most 32 steps",
+    ):
+        assert needed in text, needed
+
+
+def test_each_rule_is_said_once() -> None:
+    text = _spec_text()
+    for rule in ("JSONata", "==", "prior.<id>", "not_taken", "[steps.a.damage", "fail_fast"):
+        assert text.count(rule) == 1, rule
+    schema = json.dumps(plan_input_schema())
+    assert '"title"' not in schema and "null" not in schema
+    assert schema.count("^[a-z][a-z0-9_]{0,31}$") == 1  # on id; after and returns name ids
+
+
+def test_the_mcp_line_only_with_mcp_servers() -> None:
+    names = ["github__get_issue", "triage"]
+    with_mcp = plan_tool_description(names, mcp_servers=["github"])
+    assert "an MCP tool is <server>__<tool> (servers: github)" in with_mcp
+    assert "Tools you can plan: github__get_issue, triage." in with_mcp
+    assert "MCP" not in plan_tool_description(names)
+
+
+# -- the rules that moved out of the spec come with the rejection --------------------------
+
+LOOK_UP = ToolSpec("look_up", {"type": "object", "properties": {"name": {"type": "string"}}})
+CATALOG = ToolCatalog({"look_up": LOOK_UP}, default_model="the agent's model")
+
+
+def _rejected(*steps: dict[str, Any]) -> PlanRejected:
+    with pytest.raises(PlanRejected) as raised:
+        check_plan({"steps": list(steps)}, catalog=CATALOG)
+    return raised.value
+
+
+LOOKUP = {"id": "monster", "tool": "look_up", "args": {"name": "goblin"}}
+
+
+def test_an_agent_step_without_output_schema_gets_the_shape_and_the_rules() -> None:
+    exc = _rejected(
+        LOOKUP,
+        {"id": "morale", "tool": "agent", "args": {"prompt": "{{ steps.monster.name }} flees?"}},
+    )
+    text = str(exc)
+    assert exc.codes == ["bad_argument"]
+    # The problem itself, as before: the field and the shape to add.
+    assert "step 'morale', field 'args.output_schema': an agent step needs an output_schema" in text
+    assert '"output_schema": {"type": "object", "properties": {...}, "required": [...]}' in text
+    # Then the rules the spec no longer carries, once.
+    assert exc.rules == [AGENT_RULES] and text.endswith(AGENT_RULES)
+    for moved in (
+        '"max_iterations"',
+        "default 8, at most 16",
+        '"tools_called"',
+        "steps.<id>.final ? steps.<id>.output.<field> : false",
+        "literals in args, not bind",
+        "names or * patterns",
+    ):
+        assert moved in text, moved
+
+
+def test_two_wrong_agent_steps_get_the_rules_once() -> None:
+    exc = _rejected(
+        {"id": "a", "tool": "agent", "args": {"prompt": "x"}},
+        {"id": "b", "tool": "agent", "args": {"output_schema": {"type": "object"}}},
+    )
+    assert len(exc.problems) == 2 and str(exc).count("How to write an agent step") == 1
+
+
+def test_a_map_without_do_gets_the_map_rules() -> None:
+    exc = _rejected(LOOKUP, {"id": "each", "tool": "map", "bind": {"over": "steps.monster.x"}})
+    text = str(exc)
+    assert "a map step needs 'do': the step to run for each item, with a tool" in text
+    assert exc.rules == [MAP_RULES]
+    for moved in ("concurrency", "default 4, at most 16", "$index", '"failed", "not_taken"'):
+        assert moved in text, moved
+
+
+def test_a_reduce_with_a_wrong_argument_gets_the_reduce_rules() -> None:
+    exc = _rejected(
+        LOOKUP,
+        {
+            "id": "total",
+            "tool": "reduce",
+            "bind": {"over": "steps.monster.x"},
+            "args": {"start": 0, "do": {"tool": "look_up", "bind": {"name": "item"}}},
+        },
+    )
+    assert "a reduce step has no argument 'start'" in str(exc)
+    assert exc.rules == [REDUCE_RULES] and '"initial"' in REDUCE_RULES
+
+
+def test_an_exit_without_message_gets_the_exit_rules() -> None:
+    exc = _rejected(LOOKUP, {"id": "stop", "tool": "exit", "args": {"status": "error"}})
+    assert "an exit step needs a message saying why the plan ends" in str(exc)
+    assert exc.rules == [EXIT_RULES] and "makes the plan failed" in EXIT_RULES
+
+
+def test_item_outside_a_map_gets_the_map_rules() -> None:
+    exc = _rejected({"id": "one", "tool": "look_up", "bind": {"name": "item.name"}})
+    assert exc.codes == ["unknown_name"] and exc.rules == [MAP_RULES]
+
+
+def test_an_agent_body_of_a_map_gets_both_rules() -> None:
+    body = {"tool": "agent", "args": {"prompt": "judge {{ item }}"}}
+    exc = _rejected(
+        LOOKUP,
+        {"id": "each", "tool": "map", "bind": {"over": "steps.monster.x"}, "args": {"do": body}},
+    )
+    assert set(exc.rules) == {AGENT_RULES, MAP_RULES}
+
+
+def test_a_plain_step_problem_carries_no_rules() -> None:
+    exc = _rejected({"id": "one", "tool": "look_up", "args": {"nmae": "goblin"}})
+    assert exc.rules == [] and "How to write" not in str(exc)
+
+
+@tool
+def look_up(name: str) -> dict[str, Any]:
+    """Look a name up.
+
+    Args:
+        name: what to look up
+    """
+    return {"name": name}
+
+
+def test_the_model_reads_the_rules_in_the_tool_result() -> None:
+    plan = {"steps": [{"id": "judge", "tool": "agent", "args": {"prompt": "judge"}}]}
+    agent = Agent(
+        model=ScriptedModel([call("submit_workflow_plan", **plan), "ok"]),
+        tools=[look_up],
+        plugins=[WorkflowPlanPlugin()],
+        callback_handler=None,
+    )
+    agent("judge")
+    results = [
+        block["toolResult"]
+        for message in agent.messages
+        for block in message["content"]
+        if "toolResult" in block
+    ]
+    assert results[0]["status"] == "error"
+    text = results[0]["content"][0]["text"]
+    assert "an agent step needs an output_schema" in text and text.endswith(AGENT_RULES)
+
+
+# -- the benches report it ----------------------------------------------------------------
+
+
+def test_spec_size_report_compares_with_the_seed() -> None:
+    from bench.spec_size import Row, report
+
+    rows = [
+        Row("strands-plan-tool 0.4.0 (seed)", 1, 1495, 2514, 4104, 1012),
+        Row("durable-plan", 1, 1407, 1631, 3151, 779),
+    ]
+    text = report(rows, command="python -m bench.spec_size", machine="machine: x", counter="c")
+    assert "`python -m bench.spec_size`" in text and "machine: x" in text
+    assert "| durable-plan | 1 | 1407 | 1631 | 3151 | 779 | -23% |" in text
+    assert "target ours <= seed: met" in text
+
+
+def test_breakeven_reports_the_spec_tokens_and_the_break_even_depth() -> None:
+    from bench.breakeven import Run, break_even_depth, plan_spec_tokens, spec_line
+
+    def run(arm: str, depth: int, tokens: int, spec: int) -> Run:
+        return Run(arm, depth, 1.0, 1, 1, tokens, 0, arm != "loop", (), True, "", None, spec)
+
+    runs = [
+        run("loop", 1, 1131, 0),
+        run("plan", 1, 1423, 808),
+        run("loop", 2, 1818, 0),
+        run("plan", 2, 1424, 808),
+    ]
+    assert break_even_depth(runs, [1, 2]) == 2
+    line = spec_line(runs, [1, 2])
+    assert line is not None and "808 tokens" in line and "from depth 2" in line
+    assert "at no measured depth" in (spec_line(runs[:2], [1]) or "")
+    spec = ours(1, registry=True)
+    sent = {"tool_specs": [{"name": "other"}, spec]}
+    assert plan_spec_tokens(sent, CharsOver4()) == CharsOver4().count(spec_text(spec))
+    assert plan_spec_tokens({"tool_specs": []}, CharsOver4()) == 0
