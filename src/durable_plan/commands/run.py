@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from durable_plan.commands import (
+    DEFAULT_TASK_QUEUE,
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_NO_SERVER,
@@ -44,6 +45,7 @@ from durable_plan.progress_view import (
     AWAITING,
     ApprovalHint,
     LiveView,
+    agent_calls_awaiting,
     approval_lines,
     console_for,
     lines_from_result,
@@ -60,7 +62,6 @@ if TYPE_CHECKING:
     from durable_plan.tools import ToolRegistry
 
 POLL_S = 0.25
-DEFAULT_TASK_QUEUE = "durable-plan"
 
 
 @dataclass
@@ -291,13 +292,18 @@ class Display:
                 task.cancel()
 
     def _announce(self, lines: list[dict[str, Any]]) -> None:
-        """Steps that start waiting for a person, once each, also where no table is drawn."""
+        """Steps (and tool calls inside agent steps) that start waiting for a person, once
+        each, also where no table is drawn."""
         for line in lines:
-            if line["phase"] == AWAITING and line["id"] not in self._announced:
-                self._announced.add(line["id"])
-                if not self._console.is_terminal:
-                    for text in approval_lines([line], self._hint):
-                        self.note(text)
+            keys = [line["id"]] if line["phase"] == AWAITING else []
+            keys += [f"{line['id']} {call['id']}" for call in agent_calls_awaiting(line)]
+            fresh = [key for key in keys if key not in self._announced]
+            if not fresh:
+                continue
+            self._announced.update(fresh)
+            if not self._console.is_terminal:
+                for text in approval_lines([line], self._hint):
+                    self.note(text)
 
     def finish(self, result: PlanResult) -> int:
         final = lines_from_result(result)
