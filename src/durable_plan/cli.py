@@ -237,7 +237,12 @@ def _add_run(subparsers: SubParsers) -> None:
         help="start no worker here: one started with `durable-plan worker` runs the steps",
     )
     p.add_argument("--workflow-id", metavar="ID", help="the plan workflow's id (default: new)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress table, only JSON")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress table or notes on stderr, only a failed step's one line",
+    )
     _add_encryption_option(p)
     _add_temporal_cli_option(p)
 
@@ -357,6 +362,14 @@ def _add_codec_server(subparsers: SubParsers) -> None:
         "--namespace",
         action="append",
         help="answer only for this namespace (repeatable; default: any)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        metavar="HOST[:PORT]",
+        action="append",
+        default=[],
+        help="a name this server is reached by, besides loopback ones: a request without an "
+        "Origin must name it in its Host header (repeatable; guards against DNS rebinding)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="one line per request")
 

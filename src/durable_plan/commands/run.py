@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from durable_plan.activity_logs import one_line_activity_failures
 from durable_plan.commands import (
     DEFAULT_TASK_QUEUE,
     EXIT_BAD_INPUT,
@@ -78,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     prepared = prepare(args)
     if args.local:
         return asyncio.run(_run_local(prepared, args))
+    # The worker in this process: the table (and, at the end, one line per failed step)
+    # reports each step's attempts, so the SDK's per-attempt tracebacks are dropped.
+    one_line_activity_failures(drop_plan_steps=True, prefix="worker: ")
     client_command(_run_durable(prepared, args))
 
 
@@ -309,13 +313,17 @@ class Display:
         final = lines_from_result(result)
         if not self._view.close(final) and not self._quiet:
             self._console.print(renderable(final, title=self._title))
-        if not self._quiet:
-            for failure in result.failures:
-                self.note(f"step '{failure.id}' failed: {failure.error}")
-            if result.exited is not None:
-                self.note(f"exited at step '{result.exited['step']}': {result.exited['message']}")
+        # Why the plan failed, one line a step, also with --quiet: quiet drops the table
+        # and the notes, never the error (the exit code alone does not say which step).
+        for failure in result.failures:
+            self._say(f"step '{failure.id}' failed: {failure.error}")
+        if result.exited is not None and (not self._quiet or not result.ok):
+            self._say(f"exited at step '{result.exited['step']}': {result.exited['message']}")
         print(json.dumps(result.model_dump(mode="json"), indent=2))
         return EXIT_OK if result.ok else EXIT_FAILED
+
+    def _say(self, text: str) -> None:
+        self._console.print(text, highlight=False, soft_wrap=True)
 
     def failed(self, message: str, lines: list[dict[str, Any]] | None) -> int:
         if not self._view.close(lines) and not self._quiet and lines:
