@@ -220,6 +220,21 @@ def renderable(
     return Group(grid, Text("\n".join(extra))) if extra else grid
 
 
+def print_ledger(
+    console: Console,
+    lines: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    hint: ApprovalHint | None = None,
+) -> None:
+    """The table, then the approval lines unwrapped: their `answer:` lines are commands to
+    paste, and a child workflow's id makes them long (a terminal wraps them softly; a
+    newline from the console's own wrapping would break the paste)."""
+    console.print(table(lines, title=title))
+    for text in approval_lines(lines, hint):
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+
 def console_for(stream: Any) -> Console:
     """A console on ``stream``; not a terminal (a pipe, a CI log): no colours, wide lines."""
     probe = Console(file=stream)

@@ -22,7 +22,7 @@ from durable_plan.plan_file import (
 
 def catalog_of(spec: str | None, *, durable: bool) -> Any:
     """The tools module's catalog (names, argument schemas, gates), or None: any tool name."""
-    if spec is None:
+    if not spec:  # neither --tools nor $DURABLE_PLAN_TOOLS (set but empty counts as unset)
         return None
     from durable_plan.tools_module import ToolsModuleError, load_tools
 

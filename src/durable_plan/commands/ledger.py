@@ -17,7 +17,7 @@ from durable_plan.progress_view import (
     LiveView,
     console_for,
     lines_from_result,
-    renderable,
+    print_ledger,
 )
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ async def _show(args: argparse.Namespace) -> int:
     else:
         print(f"plan {args.workflow_id}: {status}" + (f": {failure}" if failure else ""))
         if lines is not None:
-            console.print(renderable(lines, hint=hint))
+            print_ledger(console, lines, hint=hint)
     if not args.watch:
         return EXIT_OK
     return EXIT_OK if status == "completed" and _clean(lines) else EXIT_FAILED
