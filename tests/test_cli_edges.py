@@ -329,6 +329,40 @@ def test_a_closed_pipe_is_not_a_traceback() -> None:
     assert "Traceback" not in err and "BrokenPipeError" not in err
 
 
+async def test_show_and_approve_a_plan_no_worker_answers_for(
+    client: Client, temporal_target: str, task_queue: str
+) -> None:
+    """A query or an update needs a worker: `show` waited 40 s and printed a traceback,
+    `approve` waited without end. Now each asks for 5 s and says which queue lacks one."""
+    from durable_plan.temporal import start_plan
+    from examples.plan_tools import registry
+
+    handle = await start_plan(
+        client,
+        {"steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "ogre"}}]},
+        task_queue=task_queue,
+        registry=registry,
+        if_no_worker="ignore",
+    )
+    fix = (
+        f"within 5 s; start one polling task queue {task_queue!r} (durable-plan worker --tools "
+        f"MODULE --task-queue {task_queue})"
+    )
+    try:
+        code, out, err = await acli("show", handle.id, "--address", temporal_target)
+        assert (code, err) == (0, "")
+        assert out.splitlines() == [
+            f"plan {handle.id}: running: no worker answered for its ledger {fix}"
+        ]
+        code, out, err = await acli("approve", handle.id, "lookup", "--address", temporal_target)
+        assert (code, out) == (1, "")
+        assert one_line(err) == (
+            f"durable-plan: refused: plan {handle.id}: no worker answered to take a decision {fix}"
+        )
+    finally:
+        await handle.handle.terminate("test: nobody runs it")
+
+
 # --- the dev server leaves nothing behind ---------------------------------------------------
 
 
@@ -375,6 +409,30 @@ async def test_run_prints_one_line_for_a_failed_step_quiet_or_not(
     assert code == 1
     assert "Traceback" not in err and "Completing activity" not in err
     assert err.strip().splitlines()[-1] == FAILED_LINE
+
+
+async def test_tracebacks_come_back_when_asked_for(tmp_path: Path, temporal_target: str) -> None:
+    """DURABLE_PLAN_TRACEBACKS=1: the SDK's records as they are, for debugging a tool."""
+    plan = write(tmp_path, "dragon.yaml", FAILING)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "durable_plan",
+        "run",
+        plan,
+        *TOOLS,
+        "-q",
+        "--address",
+        temporal_target,
+        cwd=ROOT,
+        env={**os.environ, "DURABLE_PLAN_TRACEBACKS": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 1
+    assert err.decode().count("Completing activity as failed") == 3
+    assert "Traceback" in err.decode()
 
 
 async def test_a_worker_prints_one_line_per_failed_attempt(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
@@ -59,6 +60,8 @@ def show(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
+    from temporalio.service import RPCError
+
     client = await connect(args.address, args.namespace, encrypt=args.encrypt)
     handle, description = await plan_handle(client, args.workflow_id, args.address)
     if is_agent_step(description):
@@ -69,7 +72,8 @@ async def _show(args: argparse.Namespace) -> int:
         view = LiveView(console, title=f"plan {args.workflow_id}", hint=hint, appear_after=0)
         waiting = asyncio.ensure_future(_wait(handle))
         while not waiting.done():
-            view.update(await handle.progress())
+            with contextlib.suppress(RPCError):  # no worker answers now: keep the last view
+                view.update(await handle.progress(rpc_timeout=QUERY_TIMEOUT))
             await asyncio.wait([waiting], timeout=WATCH_INTERVAL_S)
         view.close()
         description = await handle.handle.describe()
@@ -114,11 +118,16 @@ async def ledger(
     its result (no worker needed); for one that failed, was cancelled or terminated,
     the query replays its history on a worker, if one polls its task queue.
     """
+    from temporalio.service import RPCError
+
     from durable_plan.temporal.client import PlanFailed
 
     status = description.status.name.lower() if description.status else "unknown"
     if _running(description):
-        return status, await handle.progress(), None
+        try:
+            return status, await handle.progress(rpc_timeout=QUERY_TIMEOUT), None
+        except RPCError:
+            return status, None, no_worker_answered(description)
     failure: str | None = None
     try:
         return status, lines_from_result(await handle.result()), None
@@ -160,11 +169,18 @@ async def agent_step_state(
 ) -> dict[str, Any]:
     """``status`` and, running, the ``progress`` query's round, tools called and calls
     awaiting approval; ended, its result or its failure (no worker needed for either)."""
+    from temporalio.service import RPCError
+
     from durable_plan.temporal.messages import failure_message
 
     status = description.status.name.lower() if description.status else "unknown"
     if _running(description):
-        progress: dict[str, Any] = await handle.handle.query("progress", rpc_timeout=QUERY_TIMEOUT)
+        try:
+            progress: dict[str, Any] = await handle.handle.query(
+                "progress", rpc_timeout=QUERY_TIMEOUT
+            )
+        except RPCError:
+            return {"status": status, "error": no_worker_answered(description)}
         return {"status": status, **progress}
     try:
         result = await handle.handle.result()
@@ -207,6 +223,17 @@ def agent_step_lines(
     return lines
 
 
+def no_worker_answered(description: WorkflowExecutionDescription) -> str:
+    """Why a running workflow's ledger is unknown: a query needs a worker, and none
+    answered (the server would have waited about 40 s, then printed a traceback)."""
+    seconds = QUERY_TIMEOUT.total_seconds()
+    return (
+        f"no worker answered for its ledger within {seconds:g} s; start one polling task "
+        f"queue {description.task_queue!r} (durable-plan worker --tools MODULE --task-queue "
+        f"{description.task_queue})"
+    )
+
+
 def _refuse_without_keys(exc: Exception) -> None:
     """A result this process cannot open (encrypted history, no or wrong keys): exit 2."""
     from durable_plan.commands import EXIT_BAD_INPUT, CommandError
@@ -234,6 +261,17 @@ async def _approve(args: argparse.Namespace) -> int:
         print(
             f"durable-plan: refused: {what} {args.workflow_id} is {status}; {awaits} awaits "
             "approval",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    from temporalio.service import RPCError
+
+    try:  # an update waits for a worker without end: ask one first, briefly
+        await handle.handle.query("progress", rpc_timeout=QUERY_TIMEOUT)
+    except RPCError:
+        print(
+            f"durable-plan: refused: {what} {args.workflow_id}: "
+            f"{no_worker_answered(description).replace('for its ledger', 'to take a decision')}",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -32,7 +32,7 @@ from durable_plan.commands import (
     CommandError,
 )
 from durable_plan.commands.files import _lines
-from durable_plan.commands.ledger import approval_hint
+from durable_plan.commands.ledger import QUERY_TIMEOUT, approval_hint
 from durable_plan.commands.server import client_command, connect
 from durable_plan.plan_file import (
     PlanFile,
@@ -174,7 +174,7 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
 
             async def lines() -> list[dict[str, Any]] | None:
                 try:
-                    return list(await handle.progress())
+                    return list(await handle.progress(rpc_timeout=QUERY_TIMEOUT))
                 except Exception:
                     return None  # not started yet, or a query that timed out: try again
 
