@@ -20,11 +20,20 @@ import contextlib
 import json
 import sys
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.service import RPCError
 
 from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, REPAIR_PROMPT, ROUND_PROMPT
+from durable_plan.activity_logs import one_line_activity_failures
 from durable_plan.connection import (
     DEFAULT_ADDRESS,
     ServerSetupError,
@@ -42,6 +51,11 @@ from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterW
 
 EXIT_FAILED = 1
 EXIT_SETUP = 2
+PICKUP_WAIT_S = 5.0
+"""How long a conversation may wait for a worker before the client says that none took it."""
+FIRST_TASK_SCHEDULED_EVENTS = 2
+"""A started workflow's history before any worker took its first task: WorkflowExecutionStarted
+and WorkflowTaskScheduled (a worker's poll adds WorkflowTaskStarted)."""
 
 
 class ConversationFailed(RuntimeError):
@@ -49,19 +63,46 @@ class ConversationFailed(RuntimeError):
 
 
 async def converse(
-    client: Client, prompt: str, *, model: str, task_queue: str, honor_final: bool = True
+    client: Client,
+    prompt: str,
+    *,
+    model: str,
+    task_queue: str,
+    honor_final: bool = True,
+    unclaimed: Callable[[str], None] | None = None,
 ) -> tuple[str, GameMasterOutput]:
+    """One conversation; ``unclaimed(workflow_id)`` is called once if no worker has taken
+    its first workflow task after ``PICKUP_WAIT_S`` (it keeps waiting for one)."""
     workflow_id = f"game-master-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        GameMasterWorkflow.run,
+        GameMasterInput(prompt=prompt, model=model, honor_final=honor_final),
+        id=workflow_id,
+        task_queue=task_queue,
+    )
+    watchdog = asyncio.ensure_future(_watch_pickup(handle, unclaimed)) if unclaimed else None
     try:
-        output = await client.execute_workflow(
-            GameMasterWorkflow.run,
-            GameMasterInput(prompt=prompt, model=model, honor_final=honor_final),
-            id=workflow_id,
-            task_queue=task_queue,
-        )
+        output = await handle.result()
     except WorkflowFailureError as exc:
         raise ConversationFailed(f"conversation {workflow_id} failed: {root_message(exc)}") from exc
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
     return workflow_id, output
+
+
+async def _watch_pickup(handle: WorkflowHandle[Any, Any], unclaimed: Callable[[str], None]) -> None:
+    """The server remembers a worker's polls for minutes after it stopped, so the check
+    before starting passes for a client started a minute after its worker went away; the
+    workflow's history says for sure: no workflow task started means no worker took it."""
+    await asyncio.sleep(PICKUP_WAIT_S)
+    try:
+        description = await handle.describe()
+    except RPCError:
+        return  # the server will not say: the conversation waits as it would anyway
+    started = description.history_length > FIRST_TASK_SCHEDULED_EVENTS
+    if description.status == WorkflowExecutionStatus.RUNNING and not started:
+        unclaimed(handle.id)
 
 
 def readable(answer: str) -> str:
@@ -121,6 +162,37 @@ async def demo_environment(
             yield client, server.ui_url
 
 
+@dataclass
+class Remote:
+    """A running server (and, we hope, a worker): what a conversation needs to say when
+    nothing takes it."""
+
+    client: Client
+    ui: str | None
+    address: str
+    task_queue: str
+    warned: bool = False
+    """Already said that no worker polls: the watchdog need not say it again."""
+
+    def worker_command(self) -> str:
+        flags = "" if self.address == DEFAULT_ADDRESS else f" --address {self.address}"
+        flags += "" if self.task_queue == TASK_QUEUE else f" --task-queue {self.task_queue}"
+        return f"python worker.py{flags}"
+
+    def unclaimed(self, workflow_id: str) -> None:
+        if self.warned:
+            return
+        self.warned = True
+        print(
+            f"client.py: no worker has picked up conversation {workflow_id} after "
+            f"{PICKUP_WAIT_S:g} s on task queue {self.task_queue!r} at {self.address} (the "
+            f"server remembers a stopped worker for minutes); start `{self.worker_command()}` "
+            "in another terminal: the conversation waits until one does (Ctrl-C stops this one)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 @contextlib.asynccontextmanager
 async def remote_environment(
     address: str,
@@ -128,18 +200,26 @@ async def remote_environment(
     ui_url: str | None,
     task_queue: str,
     encrypt: bool | None = None,
-) -> AsyncIterator[tuple[Client, str | None]]:
-    """A running server and worker: says so at once if no worker polls the task queue."""
+) -> AsyncIterator[Remote]:
+    """A running server and worker: says so at once if no worker polls the task queue, and
+    (`Remote.unclaimed`) if a conversation's first task is not taken within a few seconds."""
     client = await connect(address, namespace=namespace, encrypt=encrypt)
+    ui = default_ui_url(address) if ui_url is None else (ui_url.rstrip("/") or None)
+    remote = Remote(client, ui, address, task_queue)
     if not await task_queue_has_pollers(client, task_queue):
-        flags = "" if address == DEFAULT_ADDRESS else f" --address {address}"
-        flags += "" if task_queue == TASK_QUEUE else f" --task-queue {task_queue}"
         fix = (
-            f"the conversation waits until one does: start `python worker.py{flags}` in "
+            f"the conversation waits until one does: start `{remote.worker_command()}` in "
             "another terminal (Ctrl-C stops this one)"
         )
         print(f"client.py: {no_worker_message(task_queue, address, fix)}", file=sys.stderr)
-    yield client, default_ui_url(address) if ui_url is None else (ui_url.rstrip("/") or None)
+        remote.warned = True
+    yield remote
+
+
+@contextlib.asynccontextmanager
+async def _demo(encrypt: bool | None) -> AsyncIterator[Remote]:
+    async with demo_environment(encrypt) as (client, ui):
+        yield Remote(client, ui, "", TASK_QUEUE, warned=True)  # its own worker: no watchdog
 
 
 async def main(argv: Sequence[str] | None = None) -> int:
@@ -162,15 +242,19 @@ async def main(argv: Sequence[str] | None = None) -> int:
     prompts = [args.prompt] if args.prompt else [ROUND_PROMPT if args.round else ATTACK_PROMPT]
     if args.demo and not args.prompt and not args.round:
         prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT, REPAIR_PROMPT]
+    if args.demo:
+        # Its worker runs here: a failed tool attempt is one line, not the SDK's traceback.
+        one_line_activity_failures(prefix="client.py: ")
     try:
         env = (
-            demo_environment(args.encrypt)
+            _demo(args.encrypt)
             if args.demo
             else remote_environment(
                 args.address, args.namespace, args.ui_url, args.task_queue, args.encrypt
             )
         )
-        async with env as (client, ui):
+        async with env as remote:
+            client, ui = remote.client, remote.ui
             for prompt in prompts:
                 workflow_id, output = await converse(
                     client,
@@ -178,6 +262,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
                     model=model,
                     task_queue=args.task_queue,
                     honor_final=not args.prose,
+                    unclaimed=remote.unclaimed,
                 )
                 link = workflow_url(ui, client.namespace, workflow_id) if ui else None
                 show(prompt, workflow_id, output, link)

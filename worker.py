@@ -27,6 +27,7 @@ from temporalio.worker import Worker
 
 from activities.game_master import GAME_TOOLS
 from activities.scripts import DEMO_SCRIPTS
+from durable_plan.activity_logs import one_line_activity_failures
 from durable_plan.connection import (
     ServerSetupError,
     add_encryption_argument,
@@ -114,6 +115,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.live:
         _check_live_credentials()
+    # A failed tool attempt is one line on this terminal, not the SDK's traceback.
+    one_line_activity_failures(prefix="worker.py: ")
     try:
         client = await connect(args.address, namespace=args.namespace, encrypt=args.encrypt)
     except ServerSetupError as exc:

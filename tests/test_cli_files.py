@@ -76,7 +76,7 @@ def test_validate_reports_every_problem_in_every_file(tmp_path: Path) -> None:
     missing = str(tmp_path / "nope.yaml")
     good = str(PLANS[0])
     done = cli("validate", typo, syntax, missing, good)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a file that is not there: bad input (as for run)
     lines = done.stdout.splitlines()
     assert lines[:2] == [
         f"{typo}:6: step 'attack', field 'tool': required field 'tool' is missing. Fix: add 'tool'",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -99,6 +100,8 @@ def test_server_exit_during_startup_shows_its_log() -> None:
     with pytest.raises(DevServerError, match="no-such-flag"):
         server.start()
     assert not server.running
+    assert server.log_path is not None and server.log_path.exists()  # kept: it says why
+    shutil.rmtree(server.log_path.parent)
 
 
 def test_free_ports_avoid_the_default() -> None:

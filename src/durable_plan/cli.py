@@ -13,13 +13,15 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from typing import NoReturn, TypeAlias
 
 from durable_plan import __version__
 from durable_plan.commands import (
+    DEFAULT_TASK_QUEUE,
     EXIT_BAD_INPUT,
     EXIT_CODES_HELP,
     EXIT_INTERRUPTED,
+    TOOLS_ENV,
     CommandError,
 )
 
@@ -27,14 +29,37 @@ SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler = Callable[[argparse.Namespace], int]
 
 EXIT_SETUP = EXIT_BAD_INPUT  # the same code argparse uses for a usage error
-DEFAULT_TASK_QUEUE = "durable-plan"
-TOOLS_ENV = "DURABLE_PLAN_TOOLS"
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a program ended by SIGPIPE
 KEYS_ENV = "DURABLE_PLAN_KEYS"  # durable_plan.encryption.KEYS_ENV (not imported: it is slow)
 TOOLS_HELP = (
     "the tools module: an importable module or a .py file whose `registry` (a ToolRegistry) "
     "or `tools` (a list) holds the tools; MODULE:NAME picks another attribute "
     f"(default: ${TOOLS_ENV})"
 )
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line with where to look, like every other error of the command
+    line (argparse prints the whole usage first, which can wrap over many lines)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_SETUP, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1-65535: a bigger one made the socket calls raise OverflowError."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1-65535)")
+    return port
+
+
+def port_or_zero(text: str) -> int:
+    """A TCP port, or 0 for a free one the system picks."""
+    return 0 if text.strip() == "0" else port_number(text)
 
 
 def _parser(
@@ -92,8 +117,10 @@ def _add_dev(subparsers: SubParsers) -> None:
         description="Run `temporal server start-dev` on 127.0.0.1 until Ctrl-C. Without "
         "--db-filename all workflows are kept in memory and lost when it stops.",
     )
-    p.add_argument("--port", type=int, default=7233, help="gRPC port (default: %(default)s)")
-    p.add_argument("--ui-port", type=int, help="web UI port (default: --port + 1000)")
+    p.add_argument(
+        "--port", type=port_number, default=7233, help="gRPC port (default: %(default)s)"
+    )
+    p.add_argument("--ui-port", type=port_number, help="web UI port (default: --port + 1000)")
     p.add_argument("--headless", action="store_true", help="no web UI")
     p.add_argument("--db-filename", metavar="PATH", help="sqlite file that keeps state")
     p.add_argument(
@@ -210,7 +237,12 @@ def _add_run(subparsers: SubParsers) -> None:
         help="start no worker here: one started with `durable-plan worker` runs the steps",
     )
     p.add_argument("--workflow-id", metavar="ID", help="the plan workflow's id (default: new)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress table, only JSON")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress table or notes on stderr, only a failed step's one line",
+    )
     _add_encryption_option(p)
     _add_temporal_cli_option(p)
 
@@ -316,7 +348,9 @@ def _add_codec_server(subparsers: SubParsers) -> None:
         "it; anyone who can reach it can decrypt, so it listens on 127.0.0.1 by default.",
     )
     p.add_argument("--host", default="127.0.0.1", help="listen address (default: %(default)s)")
-    p.add_argument("--port", type=int, default=8081, help="(default: %(default)s)")
+    p.add_argument(
+        "--port", type=port_or_zero, default=8081, help="(default: %(default)s; 0: a free one)"
+    )
     p.add_argument(
         "--ui-origin",
         metavar="URL",
@@ -328,6 +362,14 @@ def _add_codec_server(subparsers: SubParsers) -> None:
         "--namespace",
         action="append",
         help="answer only for this namespace (repeatable; default: any)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        metavar="HOST[:PORT]",
+        action="append",
+        default=[],
+        help="a name this server is reached by, besides loopback ones: a request without an "
+        "Origin must name it in its Host header (repeatable; guards against DNS rebinding)",
     )
     p.add_argument("--verbose", "-v", action="store_true", help="one line per request")
 
@@ -379,14 +421,16 @@ _COMMANDS: list[Callable[[SubParsers], None]] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="durable-plan",
         description="Temporal-durable plan executor for LLM agents.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EXIT_CODES_HELP,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers: SubParsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_Parser
+    )
     for add in _COMMANDS:
         add(subparsers)
     return parser
@@ -413,3 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.code
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (`durable-plan validate --json ... | head`): no traceback, and no
+        # second one when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE

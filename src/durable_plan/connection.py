@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import sys
@@ -32,17 +33,20 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "NAMESPACE_ENV",
     "UI_URL_ENV",
+    "BadAddress",
     "NamespaceNotFound",
     "ServerSetupError",
     "ServerUnreachable",
     "add_encryption_argument",
     "add_server_arguments",
+    "check_address",
     "connect",
     "default_address",
     "default_namespace",
     "default_ui_url",
     "exit_now",
     "run_script",
+    "transport_reason",
     "unreachable_message",
     "workflow_url",
 ]
@@ -68,6 +72,68 @@ class ServerUnreachable(ServerSetupError):
 
 class NamespaceNotFound(ServerSetupError):
     """The server answered but has no such namespace (a worker would fail on its first poll)."""
+
+
+class BadAddress(ServerSetupError, ValueError):
+    """The address is not HOST:PORT; nothing was tried. The message is one line with the fix."""
+
+
+UNRESOLVED = "the host name does not resolve"
+_HOST_NAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+_ADDRESS_FIX = f"write HOST:PORT, e.g. {DEFAULT_ADDRESS}"
+
+
+def check_address(address: str) -> str:
+    """``address`` if it is ``HOST:PORT`` (``[v6]:PORT`` for IPv6), else `BadAddress`.
+
+    The SDK's own answers to a malformed address are a ``ValueError`` traceback ("invalid
+    international domain name"), a deprecation warning (``http://...``) or, for a missing
+    port, an attempt on port 80 that reads as "no server answers": checking the text first
+    turns each into one line naming the address and what to write instead.
+    """
+    where = f"the address {address!r} (--address or ${ADDRESS_ENV})"
+    text = address.strip()
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        bare = rest.split("/", 1)[0]
+        raise BadAddress(
+            f"{where} has a scheme ({scheme}://); a Temporal address is HOST:PORT without "
+            f"one: write {bare or 'HOST:PORT'}"
+        )
+    if not text or any(c.isspace() for c in text):
+        raise BadAddress(f"{where} is not HOST:PORT; {_ADDRESS_FIX}")
+    if text.startswith("["):
+        close = text.find("]")
+        host, rest = (text[1:close], text[close + 1 :]) if close > 0 else ("", text)
+        if not _is_ip_v6(host):
+            raise BadAddress(f"{where} is not [IPv6]:PORT; {_ADDRESS_FIX}")
+        if not rest.startswith(":"):
+            raise BadAddress(f"{where} has no port; write [{host}]:7233 (the dev server's port)")
+        port = rest[1:]
+    else:
+        if text.count(":") > 1:
+            raise BadAddress(
+                f"{where} looks like an IPv6 address without brackets; write [HOST]:PORT, e.g. "
+                "[::1]:7233"
+            )
+        host, sep, port = text.rpartition(":")
+        if not sep:
+            raise BadAddress(f"{where} has no port; write {text}:7233 (the dev server's port)")
+        if not _HOST_NAME.fullmatch(host):
+            raise BadAddress(f"{where} does not start with a host name; {_ADDRESS_FIX}")
+    if not (port.isdigit() and 1 <= int(port) <= 65535):
+        raise BadAddress(f"{where} has no valid port (1-65535) after the colon; {_ADDRESS_FIX}")
+    return text
+
+
+def _is_ip_v6(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def default_address() -> str:
@@ -143,6 +209,12 @@ def add_encryption_argument(parser: argparse.ArgumentParser) -> None:
 def unreachable_message(address: str, reason: str = "") -> str:
     """One line: which address did not answer, why, and how to start a server there."""
     why = f" ({reason})" if reason else ""
+    if reason.lower() == UNRESOLVED.lower():
+        host = address.rpartition(":")[0] or address
+        return (
+            f"no Temporal server answers at {address}{why}: check the host name {host!r}, or "
+            f"point --address / {ADDRESS_ENV} at your server"
+        )
     cli = _bundled_cli()
     bundled = f" or `{cli} server start-dev`" if cli else ""
     return (
@@ -184,6 +256,7 @@ async def connect(
             raise ServerSetupError(str(exc)) from None
         if keys is not None:
             kwargs["plugins"] = [*kwargs.get("plugins", ()), EncryptionPlugin(keys)]
+    target = check_address(target)
     try:
         client = await asyncio.wait_for(
             Client.connect(target, namespace=namespace, **kwargs), timeout_s
@@ -214,12 +287,21 @@ async def connect(
 
 def _reason(text: str) -> str:
     """The OS's words from the SDK's transport error ("connection refused"), else its tail."""
+    return transport_reason(text).lower()
+
+
+def transport_reason(text: str) -> str:
+    """Why the SDK could not connect, in the OS's words, from its nested transport error:
+    ``Connection refused``, ``the host name does not resolve``, or the error's first line."""
+    if "dns error" in text:
+        return UNRESOLVED
     found = re.search(r'message: "([^"]+)"', text)
     if found:
-        return found.group(1).lower()
-    if "dns error" in text:
-        return "the host name does not resolve"
-    tail = text.removeprefix("Failed client connect:").strip()
+        return found.group(1)
+    found = re.search(r'ConnectError\("([^"]+)"', text)
+    if found:
+        return found.group(1)
+    tail = text.removeprefix("Failed client connect:").strip().splitlines()[0]
     return tail if len(tail) <= 120 else tail[:117] + "..."
 
 
@@ -256,6 +338,8 @@ def run_script(main: Coroutine[Any, Any, int | None], *, interrupted: int = 130)
 def exit_now(status: int | None = 0) -> NoReturn:
     """Flush output and leave without interpreter finalization (see `run_script`): for a
     script whose ``main`` already ran its own event loop."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        # A closed pipe (`| head`) or a closed stream: nothing is left to flush to.
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     os._exit(status or 0)

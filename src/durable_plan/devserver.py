@@ -211,6 +211,9 @@ class DevServer:
         replaces them (`{}` runs the server exactly as `temporal server start-dev` would)."""
         # Resolve the binary up front: a missing binary is a setup error, reported before
         # anything else happens.
+        for name, value in (("port", port), ("ui_port", ui_port)):
+            if value is not None and not 1 <= value <= 65535:
+                raise ValueError(f"DevServer {name}={value} is not a port number (1-65535)")
         self.binary = require_temporal_cli(temporal_cli)
         if port is None or (ui_port is None and not headless):
             picked = _free_ports(2)
@@ -231,6 +234,7 @@ class DevServer:
             TUNED_SQLITE_PRAGMAS if sqlite_pragmas is None else sqlite_pragmas
         )
         self._proc: subprocess.Popen[bytes] | None = None
+        self._keep_log = False
         self._log_dir: Path | None = None
         self.log_path: Path | None = None
 
@@ -312,6 +316,7 @@ class DevServer:
                 last_error = err
             await asyncio.sleep(0.1)
         error = self._failure(f"did not answer within {self.startup_timeout:g}s ({last_error})")
+        self._keep_log = True  # the error names the log: it must still be there
         self.stop()
         raise error
 
@@ -353,17 +358,26 @@ class DevServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout`; returns only once the process is gone."""
+        """SIGTERM, then SIGKILL after `timeout`; returns only once the process is gone.
+
+        The log's directory goes with it, unless the server ended on its own with an error:
+        then its log says why (`log_tail`, and the path `durable-plan dev` printed). A server
+        we stopped, however it ended (a slow shutdown gets SIGKILL), leaves nothing behind.
+        """
         atexit.unregister(self.stop)
         proc = self._proc
+        stopped_here = False
         if proc is not None and proc.poll() is None:
+            stopped_here = True
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if self._log_dir is not None and proc is not None and proc.returncode in (0, -15):
+        ended_well = proc is not None and (stopped_here or proc.returncode in (0, -15))
+        clean = ended_well and not self._keep_log
+        if self._log_dir is not None and clean:
             shutil.rmtree(self._log_dir, ignore_errors=True)
 
     async def connect(self, **kwargs: Any) -> Client:

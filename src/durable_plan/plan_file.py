@@ -35,6 +35,13 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 """A plan file larger than this is refused before it is parsed (plans are small; a huge
 file is a mistake or an attack, and parsing it would take the machine's memory)."""
 
+MAX_READ_BYTES = 4 * MAX_FILE_BYTES
+"""Read no further than this (UTF-8 takes up to 4 bytes a character)."""
+
+UNREADABLE = "unreadable"
+"""The code of a problem that kept the file from being read at all (missing, a directory, no
+permission, endless): the command was given a wrong path, exit 2 even from `validate`."""
+
 MAX_MESSAGE_CHARS = 300
 """An input's schema error quotes the value; longer quotes are cut to keep it one line."""
 
@@ -159,18 +166,32 @@ def load_plan_file(path: str | Path) -> PlanFile:
     """Read and parse a plan file; raises ``PlanFileError`` naming the file (and line)."""
     name = str(path)
     try:
-        if Path(path).is_file() and Path(path).stat().st_size > 4 * MAX_FILE_BYTES:
+        if Path(path).is_file() and Path(path).stat().st_size > MAX_READ_BYTES:
             # Far too large even before decoding: refused without reading it into memory.
             raise PlanFileError(
-                [FileProblem(name, f"is {Path(path).stat().st_size:,} bytes, not a plan file")]
+                [
+                    FileProblem(
+                        name,
+                        f"is {Path(path).stat().st_size:,} bytes, not a plan file",
+                        code=UNREADABLE,
+                    )
+                ]
             )
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read_bounded(Path(path)).decode("utf-8")
     except FileNotFoundError:
-        raise PlanFileError([FileProblem(name, "no such file", "check the path")]) from None
+        raise PlanFileError(
+            [FileProblem(name, "no such file", "check the path", code=UNREADABLE)]
+        ) from None
     except IsADirectoryError:
-        raise PlanFileError([FileProblem(name, "is a directory, not a plan file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlanFileError([FileProblem(name, f"cannot be read: {exc}")]) from None
+        raise PlanFileError(
+            [FileProblem(name, "is a directory, not a plan file", code=UNREADABLE)]
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise PlanFileError([FileProblem(name, f"is not UTF-8 text: {exc}")]) from None
+    except OSError as exc:
+        raise PlanFileError(
+            [FileProblem(name, f"cannot be read: {exc.strerror or exc}", code=UNREADABLE)]
+        ) from None
     if len(text) > MAX_FILE_BYTES:
         raise PlanFileError(
             [
@@ -237,6 +258,25 @@ def load_plan_file(path: str | Path) -> PlanFile:
         lines=lines,
         problems=tuple(problems),
     )
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, reading at most ``MAX_READ_BYTES`` + 1: a device or a pipe
+    (``/dev/zero``, ``<(yes)``) has no size to check first and would be read forever."""
+    with path.open("rb") as stream:
+        data = stream.read(MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        raise PlanFileError(
+            [
+                FileProblem(
+                    str(path),
+                    f"goes on past {MAX_READ_BYTES:,} bytes, not a plan file",
+                    "pass a plan file (plans are small)",
+                    code=UNREADABLE,
+                )
+            ]
+        )
+    return data
 
 
 def _parse_yaml(name: str, text: str) -> tuple[Any, dict[Path_, int], list[tuple[Path_, str]]]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -25,8 +25,16 @@ from durable_plan.engine import PlanRun
 from durable_plan.plan import PlanResult
 
 Line = dict[str, Any]
-ApprovalHint = Callable[[str, str | None], str]
-"""(step id, args digest) -> the command that answers the gate."""
+
+
+class ApprovalHint(Protocol):
+    """The command that answers a gate: a step's, or (``agent_step``) a tool call's inside
+    that agent step, which is decided on the step's child workflow."""
+
+    def __call__(self, step_id: str, digest: str | None, *, agent_step: str | None = None) -> str:
+        """``step_id``: the step, or the tool call's id within ``agent_step``."""
+        ...
+
 
 AWAITING = "awaiting_approval"
 STATUS_STYLE: dict[str, tuple[str, str]] = {
@@ -137,6 +145,9 @@ def _detail(line: Mapping[str, Any]) -> str:
         parts.append(f"{items.get('done', 0)}/{items['items']} items{failed}")
     if line.get("round") is not None and line["phase"] == "running":
         parts.append(f"agent round {line['round']}")
+        waiting = len(line.get("awaiting") or ())
+        if waiting:
+            parts.append(f"{waiting} tool call{'s' if waiting != 1 else ''} awaiting approval")
     if line["phase"] == AWAITING:
         parts.append("waiting for a person's decision")
     if line.get("error"):
@@ -157,18 +168,42 @@ def _duration(ms: float) -> str:
 def approval_lines(
     lines: Sequence[Mapping[str, Any]], hint: ApprovalHint | None = None
 ) -> list[str]:
-    """Steps awaiting a person, with the exact arguments they would approve, and refusals."""
+    """Steps awaiting a person, with the exact arguments they would approve, and refusals;
+    tool calls inside agent steps awaiting a person too (decided on the step's child)."""
     out: list[str] = []
     for line in lines:
         if line["phase"] == AWAITING:
-            digest = line.get("args_digest")
-            out.append(f"{line['id']} awaits approval:")
-            out.append(f"    arguments: {json.dumps(line.get('args'), sort_keys=True)}")
-            out.append(f"    digest:    {digest}")
-            if hint is not None:
-                out.append(f"    answer:    {hint(line['id'], digest)}")
+            out += _awaiting(f"{line['id']} awaits approval:", line, hint, line["id"], None)
+        for call in agent_calls_awaiting(line):
+            head = f"{line['id']} (agent step): tool call {call['id']} awaits approval:"
+            out += _awaiting(head, call, hint, call["id"], line["id"])
         for refused in line.get("refused_decisions") or []:
             out.append(f"{line['id']}: a decision was refused: {refused}")
+    return out
+
+
+def agent_calls_awaiting(line: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A running agent step's tool calls awaiting approval (from its child's ``progress``)."""
+    if line["phase"] != "running":
+        return []
+    calls = line.get("awaiting")
+    if not isinstance(calls, list):
+        return []
+    return [c for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str)]
+
+
+def _awaiting(
+    head: str,
+    item: Mapping[str, Any],
+    hint: ApprovalHint | None,
+    step_id: str,
+    agent_step: str | None,
+) -> list[str]:
+    digest = item.get("args_digest")
+    out = [head, f"    arguments: {json.dumps(item.get('args'), sort_keys=True)}"]
+    out.append(f"    digest:    {digest}")
+    if hint is not None:
+        out.append(f"    answer:    {hint(step_id, digest, agent_step=agent_step)}")
     return out
 
 
@@ -183,6 +218,21 @@ def renderable(
     grid = table(lines, title=title, clock=clock)
     extra = approval_lines(lines, hint)
     return Group(grid, Text("\n".join(extra))) if extra else grid
+
+
+def print_ledger(
+    console: Console,
+    lines: Sequence[Mapping[str, Any]],
+    *,
+    title: str | None = None,
+    hint: ApprovalHint | None = None,
+) -> None:
+    """The table, then the approval lines unwrapped: their `answer:` lines are commands to
+    paste, and a child workflow's id makes them long (a terminal wraps them softly; a
+    newline from the console's own wrapping would break the paste)."""
+    console.print(table(lines, title=title))
+    for text in approval_lines(lines, hint):
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
 
 
 def console_for(stream: Any) -> Console:

@@ -63,6 +63,14 @@ def _import(target: str, spec: str) -> ModuleType:
                 f"(run from the directory that holds it, or pass a path to a .py file)"
             ) from None
         raise ToolsModuleError(f"importing tools module {target!r} failed: {exc}") from None
+    except SystemExit as exc:
+        # sys.exit() at import time (a script's main() run unguarded) would end the command
+        # with the module's status: `validate` exited 0 without validating anything.
+        raise ToolsModuleError(
+            f"importing tools module {spec!r} called sys.exit({exc.code!r}); a tools module "
+            "must define its tools, not run a program: put the script's code under "
+            "`if __name__ == '__main__':`"
+        ) from None
     except Exception as exc:
         raise ToolsModuleError(
             f"importing tools module {spec!r} failed: {type(exc).__name__}: {exc}"

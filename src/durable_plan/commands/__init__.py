@@ -8,6 +8,15 @@ raising ``CommandError`` with one line and an exit code from below.
 
 from __future__ import annotations
 
+DEFAULT_TASK_QUEUE = "durable-plan-cli"
+"""The task queue of `durable-plan worker` and of `durable-plan run --no-worker`: not
+``worker.py``'s ``durable-plan``, whose worker holds other tools. Two workers with different
+tools on one queue take each other's steps and fail them ("Activity function ... is not
+registered on this worker") until the right one happens to poll."""
+
+TOOLS_ENV = "DURABLE_PLAN_TOOLS"
+"""The default tools module of `validate`, `run` and `worker` (``--tools``)."""
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 """The plan ran and failed; validate found problems; a decision was refused."""

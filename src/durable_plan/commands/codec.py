@@ -74,6 +74,7 @@ def codec_server(args: argparse.Namespace) -> int:
             port=args.port,
             origins=origins,
             namespaces=args.namespace or None,
+            allowed_hosts=args.allowed_host,
             log=log,
         )
     except OSError as exc:

@@ -29,6 +29,12 @@ def _codec_endpoint(args: argparse.Namespace) -> list[str]:
 
 def run_dev(args: argparse.Namespace) -> int:
     ui_port = None if args.headless else (args.ui_port or args.port + 1000)
+    if ui_port is not None and ui_port > 65535:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"dev: the web UI's default port, --port + 1000 = {ui_port}, is past 65535; pass "
+            "--ui-port PORT, or --headless",
+        )
     try:
         server = DevServer(
             port=args.port,

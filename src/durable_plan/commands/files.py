@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from durable_plan.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, CommandError
+from durable_plan.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TOOLS_ENV, CommandError
 from durable_plan.plan_file import (
+    UNREADABLE,
     FileProblem,
     PlanFile,
     PlanFileError,
@@ -20,7 +22,7 @@ from durable_plan.plan_file import (
 
 def catalog_of(spec: str | None, *, durable: bool) -> Any:
     """The tools module's catalog (names, argument schemas, gates), or None: any tool name."""
-    if spec is None:
+    if not spec:  # neither --tools nor $DURABLE_PLAN_TOOLS (set but empty counts as unset)
         return None
     from durable_plan.tools_module import ToolsModuleError, load_tools
 
@@ -31,10 +33,13 @@ def catalog_of(spec: str | None, *, durable: bool) -> Any:
 
 
 def validate(args: argparse.Namespace) -> int:
+    """Every problem in every file; exit 1 if any, 2 if a file could not be read at all
+    (a wrong path is a mistake in the command, like `run`'s, not a problem in a plan)."""
     # Durable rules: a gated tool is fine (its step waits for a person), and the clock and
     # random functions, which a durable run refuses, are refused here too.
     catalog = catalog_of(args.tools, durable=True)
     report: list[dict[str, Any]] = []
+    unreadable = False
     for name in args.files:
         problems: list[FileProblem] = []
         steps = levels = 0
@@ -44,6 +49,7 @@ def validate(args: argparse.Namespace) -> int:
             steps, levels = len(checked.steps), len(checked.levels)
         except PlanFileError as exc:
             problems = exc.problems
+            unreadable = unreadable or any(p.code == UNREADABLE for p in problems)
         report.append(
             {
                 "file": name,
@@ -57,14 +63,31 @@ def validate(args: argparse.Namespace) -> int:
             for problem in problems:
                 print(problem)
             if not problems:
-                print(f"{name}: ok ({steps} steps, {levels} levels)")
+                print(f"{name}: ok ({_count(steps, 'step')}, {_count(levels, 'level')})")
     bad = sum(1 for r in report if not r["ok"])
     count = sum(len(r["problems"]) for r in report)
     if args.json:
-        print(json.dumps({"ok": bad == 0, "files": report}, indent=2))
+        print(
+            json.dumps(
+                {"ok": bad == 0, "tools_checked": catalog is not None, "files": report}, indent=2
+            )
+        )
     elif bad:
-        print(f"{count} problem{'s' if count != 1 else ''} in {bad} of {len(report)} files")
+        print(f"{_count(count, 'problem')} in {bad} of {len(report)} files")
+    if catalog is None:
+        # Without the tools any tool name passes: say so, or "ok" reads as "the tools exist".
+        print(
+            f"validate: tool names and arguments were not checked; pass --tools MODULE (or set "
+            f"${TOOLS_ENV}) to check them",
+            file=sys.stderr,
+        )
+    if unreadable:
+        return EXIT_BAD_INPUT
     return EXIT_FAILED if bad else EXIT_OK
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def load_checked(name: str, catalog: Any = None) -> tuple[PlanFile, Any]:
@@ -95,14 +118,28 @@ def graph(args: argparse.Namespace) -> int:
         fmt = pictures.format_for(args.output)
     except ValueError as exc:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
-    if fmt == "mermaid":
-        Path(args.output).write_text(pictures.to_mermaid(checked, pf.title), encoding="utf-8")
-    elif fmt == "dot":
-        Path(args.output).write_text(pictures.to_dot(checked, pf.title), encoding="utf-8")
-    else:
-        try:
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"cannot write {args.output}: there is no directory {str(out.parent)!r}; create it "
+            "or pass another -o",
+        )
+    try:
+        if fmt == "mermaid":
+            out.write_text(pictures.to_mermaid(checked, pf.title), encoding="utf-8")
+        elif fmt == "dot":
+            out.write_text(pictures.to_dot(checked, pf.title), encoding="utf-8")
+        else:
             pictures.render(pictures.to_dot(checked, pf.title), fmt, args.output)
-        except pictures.GraphvizMissing as exc:
-            raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
+    except pictures.GraphvizMissing as exc:
+        raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
+    except OSError as exc:  # a directory, no permission, a full disk
+        raise CommandError(
+            EXIT_BAD_INPUT, f"cannot write {args.output}: {exc.strerror or exc}; pass another -o"
+        ) from None
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:  # Graphviz itself failed
+        first = (str(exc).splitlines() or [""])[0]
+        raise CommandError(EXIT_BAD_INPUT, f"cannot draw {args.output}: {first}") from None
     print(f"wrote {args.output} ({len(checked.steps)} steps, {len(checked.levels)} levels)")
     return EXIT_OK

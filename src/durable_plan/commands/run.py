@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from durable_plan.activity_logs import one_line_activity_failures
 from durable_plan.commands import (
+    DEFAULT_TASK_QUEUE,
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_NO_SERVER,
@@ -30,7 +32,7 @@ from durable_plan.commands import (
     CommandError,
 )
 from durable_plan.commands.files import _lines
-from durable_plan.commands.ledger import approval_hint
+from durable_plan.commands.ledger import QUERY_TIMEOUT, approval_hint
 from durable_plan.commands.server import client_command, connect
 from durable_plan.plan_file import (
     PlanFile,
@@ -44,6 +46,7 @@ from durable_plan.progress_view import (
     AWAITING,
     ApprovalHint,
     LiveView,
+    agent_calls_awaiting,
     approval_lines,
     console_for,
     lines_from_result,
@@ -60,7 +63,6 @@ if TYPE_CHECKING:
     from durable_plan.tools import ToolRegistry
 
 POLL_S = 0.25
-DEFAULT_TASK_QUEUE = "durable-plan"
 
 
 @dataclass
@@ -77,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     prepared = prepare(args)
     if args.local:
         return asyncio.run(_run_local(prepared, args))
+    # The worker in this process: the table (and, at the end, one line per failed step)
+    # reports each step's attempts, so the SDK's per-attempt tracebacks are dropped.
+    one_line_activity_failures(drop_plan_steps=True, prefix="worker: ")
     client_command(_run_durable(prepared, args))
 
 
@@ -169,7 +174,7 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
 
             async def lines() -> list[dict[str, Any]] | None:
                 try:
-                    return list(await handle.progress())
+                    return list(await handle.progress(rpc_timeout=QUERY_TIMEOUT))
                 except Exception:
                     return None  # not started yet, or a query that timed out: try again
 
@@ -291,25 +296,34 @@ class Display:
                 task.cancel()
 
     def _announce(self, lines: list[dict[str, Any]]) -> None:
-        """Steps that start waiting for a person, once each, also where no table is drawn."""
+        """Steps (and tool calls inside agent steps) that start waiting for a person, once
+        each, also where no table is drawn."""
         for line in lines:
-            if line["phase"] == AWAITING and line["id"] not in self._announced:
-                self._announced.add(line["id"])
-                if not self._console.is_terminal:
-                    for text in approval_lines([line], self._hint):
-                        self.note(text)
+            keys = [line["id"]] if line["phase"] == AWAITING else []
+            keys += [f"{line['id']} {call['id']}" for call in agent_calls_awaiting(line)]
+            fresh = [key for key in keys if key not in self._announced]
+            if not fresh:
+                continue
+            self._announced.update(fresh)
+            if not self._console.is_terminal:
+                for text in approval_lines([line], self._hint):
+                    self.note(text)
 
     def finish(self, result: PlanResult) -> int:
         final = lines_from_result(result)
         if not self._view.close(final) and not self._quiet:
             self._console.print(renderable(final, title=self._title))
-        if not self._quiet:
-            for failure in result.failures:
-                self.note(f"step '{failure.id}' failed: {failure.error}")
-            if result.exited is not None:
-                self.note(f"exited at step '{result.exited['step']}': {result.exited['message']}")
+        # Why the plan failed, one line a step, also with --quiet: quiet drops the table
+        # and the notes, never the error (the exit code alone does not say which step).
+        for failure in result.failures:
+            self._say(f"step '{failure.id}' failed: {failure.error}")
+        if result.exited is not None and (not self._quiet or not result.ok):
+            self._say(f"exited at step '{result.exited['step']}': {result.exited['message']}")
         print(json.dumps(result.model_dump(mode="json"), indent=2))
         return EXIT_OK if result.ok else EXIT_FAILED
+
+    def _say(self, text: str) -> None:
+        self._console.print(text, highlight=False, soft_wrap=True)
 
     def failed(self, message: str, lines: list[dict[str, Any]] | None) -> int:
         if not self._view.close(lines) and not self._quiet and lines:

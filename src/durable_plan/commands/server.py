@@ -4,13 +4,18 @@ workflow, and leaving the process without the Temporal runtime's finalizer."""
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from durable_plan.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_SERVER, CommandError
-from durable_plan.connection import exit_now
+from durable_plan.connection import (
+    UNRESOLVED,
+    BadAddress,
+    check_address,
+    exit_now,
+    transport_reason,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowExecutionDescription
@@ -27,17 +32,24 @@ async def connect(
 ) -> Client:
     """A client, or ``CommandError(EXIT_NO_SERVER)`` saying in one line that nobody answers.
 
-    ``encrypt`` is the ``--encrypt/--no-encrypt`` option (`durable_plan.encryption.keyring_for`):
-    with keys, the client seals and opens payloads; keys that cannot be used exit 2.
+    A malformed address (no port, a scheme, not a host name) is bad input, exit 2, before
+    anything is tried. ``encrypt`` is the ``--encrypt/--no-encrypt`` option
+    (`durable_plan.encryption.keyring_for`): with keys, the client seals and opens
+    payloads; keys that cannot be used exit 2.
     """
     from temporalio.client import Client
 
+    try:
+        address = check_address(address)
+    except BadAddress as exc:
+        raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
     keys = _keyring(encrypt)
     if keys is not None:
         from durable_plan.encryption import EncryptionPlugin
 
         kwargs["plugins"] = [*kwargs.get("plugins", ()), EncryptionPlugin(keys)]
 
+    fix = START_HINT
     try:
         return await asyncio.wait_for(
             Client.connect(address, namespace=namespace, **kwargs), CONNECT_TIMEOUT_S
@@ -46,9 +58,9 @@ async def connect(
         reason = f"no answer within {CONNECT_TIMEOUT_S:g} s"
     except RuntimeError as exc:
         reason = connect_reason(exc)
-    raise CommandError(
-        EXIT_NO_SERVER, f"no Temporal server answers at {address} ({reason}); {START_HINT}"
-    )
+        if reason == UNRESOLVED:
+            fix = f"check the host name {address.rpartition(':')[0]!r}, or pass --address HOST:PORT"
+    raise CommandError(EXIT_NO_SERVER, f"no Temporal server answers at {address} ({reason}); {fix}")
 
 
 def _keyring(encrypt: bool | None) -> Keyring | None:
@@ -62,17 +74,18 @@ def _keyring(encrypt: bool | None) -> Keyring | None:
 
 def connect_reason(exc: BaseException) -> str:
     """The OS's words from the SDK's nested transport error ("Connection refused")."""
-    text = str(exc)
-    found = re.search(r'message: "([^"]+)"', text) or re.search(r"error: (\w[^(]*)", text)
-    return found.group(1).strip() if found else text.splitlines()[0][:120]
+    return transport_reason(str(exc))
 
 
 async def plan_handle(
     client: Client, workflow_id: str, address: str
 ) -> tuple[PlanHandle, WorkflowExecutionDescription]:
-    """The plan workflow ``workflow_id`` and its description; one-line errors otherwise."""
+    """The plan workflow ``workflow_id`` (or an agent step's child workflow, which answers
+    the same ``progress`` query and ``decide_step`` update) and its description; one-line
+    errors otherwise."""
     from temporalio.service import RPCError, RPCStatusCode
 
+    from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME
     from durable_plan.temporal.client import PlanHandle
     from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 
@@ -87,13 +100,20 @@ async def plan_handle(
                 f"{exc.message}; check the id (the Temporal UI lists them)",
             ) from None
         raise CommandError(EXIT_NO_SERVER, f"{address}: {exc.message}") from None
-    if description.workflow_type != PLAN_WORKFLOW_NAME:
+    if description.workflow_type not in (PLAN_WORKFLOW_NAME, AGENT_STEP_WORKFLOW_NAME):
         raise CommandError(
             EXIT_BAD_INPUT,
             f"workflow {workflow_id!r} is a {description.workflow_type}, not a plan; the plans "
             f"it submits run as child workflows {workflow_id}/plan/<tool use id>",
         )
     return PlanHandle(handle), description
+
+
+def is_agent_step(description: WorkflowExecutionDescription) -> bool:
+    """An agent step's child workflow (``<plan id>/agent/<step id>``), not a plan."""
+    from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME
+
+    return description.workflow_type == AGENT_STEP_WORKFLOW_NAME
 
 
 def client_command(command: Coroutine[Any, Any, int]) -> NoReturn:

@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from durable_plan.activity_logs import one_line_activity_failures
 from durable_plan.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
 from durable_plan.commands.server import client_command, connect
 
@@ -26,6 +27,8 @@ def worker(args: argparse.Namespace) -> int:
         registry = load_tools(args.tools)
     except ToolsModuleError as exc:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
+    # One line per failed attempt on this terminal, not the SDK's traceback of each.
+    one_line_activity_failures(prefix="worker: ")
     client_command(_serve(args, registry))
 
 

@@ -17,6 +17,7 @@ import uuid
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
@@ -198,17 +199,19 @@ class PlanHandle:
         order = [o.id for o in result.ledger if o.id in result.returned]
         return result.model_copy(update={"returned": {k: result.returned[k] for k in order}})
 
-    async def progress(self) -> list[dict[str, Any]]:
+    async def progress(self, *, rpc_timeout: timedelta | None = None) -> list[dict[str, Any]]:
         """The ledger so far; running steps carry their live attempt and last failure.
 
         The workflow only learns an activity's attempts when it ends, so for
         steps still running the server's pending-activity view (activity id =
         step id) fills in the current attempt and the error of the last one.
+        A query is answered by a worker: with none polling, the server waits its own
+        timeout (about 40 s) before ``RPCError``; ``rpc_timeout`` bounds that wait.
         """
-        lines: list[dict[str, Any]] = await self.handle.query("progress")
+        lines: list[dict[str, Any]] = await self.handle.query("progress", rpc_timeout=rpc_timeout)
         for line in lines:
             if line["tool"] == AGENT_TOOL and line["phase"] == "running":
-                await self._agent_progress(line)
+                await self._agent_progress(line, rpc_timeout)
         if any(line["phase"] == "running" and line["tool"] != AGENT_TOOL for line in lines):
             description = await self.handle.describe()
             pending = {p.activity_id: p for p in description.raw_description.pending_activities}
@@ -220,13 +223,13 @@ class PlanHandle:
                         line["error"] = info.last_failure.message
         return lines
 
-    async def _agent_progress(self, line: dict[str, Any]) -> None:
+    async def _agent_progress(self, line: dict[str, Any], rpc_timeout: timedelta | None) -> None:
         """A running agent step's round, tool calls and approvals, from its child workflow."""
         child = self.handle._client.get_workflow_handle(
             child_workflow_id(self.handle.id, "agent", line["id"])
         )
         try:
-            loop: dict[str, Any] = await child.query("progress")
+            loop: dict[str, Any] = await child.query("progress", rpc_timeout=rpc_timeout)
         except RPCError:
             return  # not started yet
         line.update(loop)
