@@ -75,6 +75,15 @@ class ToolHooks:
                     return True
         return False
 
+    @property
+    def any_callback(self) -> bool:
+        """0.1.0's test (any tool-call callback, Strands' own too): replaying its histories."""
+        hooks = getattr(self._agent, "hooks", None)
+        registered = getattr(hooks, "_registered_callbacks", None)
+        if not isinstance(registered, dict):
+            return hooks is not None
+        return bool(registered.get(BeforeToolCallEvent) or registered.get(AfterToolCallEvent))
+
     def _tool(self, name: str) -> Any:
         registry = getattr(self._agent, "tool_registry", None)
         return getattr(registry, "registry", {}).get(name)

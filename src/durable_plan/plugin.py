@@ -58,6 +58,7 @@ from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_des
 from durable_plan.summary import failure_text, result_for_model
 from durable_plan.temporal.client import checked_input
 from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
+from durable_plan.temporal.legacy_relay import RELAY_V2_PATCH, LegacyHookRelay, legacy_relay
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_HISTORY_BYTES,
     PlanInput,
@@ -73,6 +74,10 @@ MAX_RESULTS_KEPT = 64
 """``results`` keeps the last plans of a conversation, not all of them forever."""
 DEFAULT_HOOK_RELAY_BYTES = 16 * 1024 * 1024
 """What one plan's requests to the agent's tool hooks may add to the conversation's history."""
+ONE_AT_A_TIME_PATCH = "plans-one-at-a-time"
+"""Conversations whose plans run one after another (earlier ones ran them side by side)."""
+RECOVER_LEDGER_PATCH = "recover-ledger"
+"""Conversations that read back an ended plan's ledger (earlier ones did not)."""
 CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
 """A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
 INTERRUPTED_REFUSAL = (
@@ -228,6 +233,8 @@ class WorkflowPlanPlugin(Plugin):
         if getattr(getattr(agent, "_interrupt_state", None), "activated", False):
             # As Strands refuses a direct tool call while a person's answer is pending.
             return _error(tool_use_id, INTERRUPTED_REFUSAL)
+        if workflow.in_workflow() and not workflow.patched(ONE_AT_A_TIME_PATCH):
+            return await self._submit(tool_use, agent)  # as recorded: plans side by side
         if self._one_at_a_time is None:
             self._one_at_a_time = asyncio.Lock()
         async with self._one_at_a_time:
@@ -404,9 +411,16 @@ class WorkflowPlanPlugin(Plugin):
             limits["max_result_bytes"] = self.max_result_bytes
         child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
         desk: RelayDesk | None = None
-        if hooks is not None and hooks.active:
+        legacy: LegacyHookRelay | None = None
+        gated = frozenset(n for n, o in tools.items() if o.requires_approval)
+        if not workflow.patched(RELAY_V2_PATCH):
+            # A conversation recorded by 0.1.0: its history speaks that relay (legacy_relay).
+            if hooks is not None and hooks.any_callback:
+                legacy = legacy_relay()
+                legacy.register(child_id, hooks, gated)
+                limits["hooks_workflow_id"] = parent.workflow_id
+        elif hooks is not None and hooks.active:
             # Each step passes the agent's tool hooks, run here in the agent's workflow.
-            gated = frozenset(n for n, o in tools.items() if o.requires_approval)
             desk = hook_inbox().open(child_id, hooks, gated)
             limits["hooks_workflow_id"] = parent.workflow_id
             limits["hook_key"] = child_id
@@ -439,11 +453,15 @@ class WorkflowPlanPlugin(Plugin):
                 await desk.serve(waiting)
             raw = await waiting
         except ChildWorkflowError as exc:
-            salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
+            salvage = None
+            if legacy is None and workflow.patched(RECOVER_LEDGER_PATCH):
+                salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
             raise _PlanFailed(failure_message(exc), salvage) from None
         finally:
             if not waiting.done():
                 waiting.cancel()
+            if legacy is not None:
+                legacy.unregister(child_id)
         learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
         return PlanResult.model_validate(raw), learned
 

@@ -109,7 +109,7 @@ class AgentStepWorkflow:
             max_result_bytes=request.max_result_bytes,
         )
         route = None
-        if request.hooks_workflow_id is not None and request.hook_key is not None:
+        if request.hooks_workflow_id is not None:
             route = HookRoute(
                 agent_workflow_id=request.hooks_workflow_id,
                 key=request.hook_key,
@@ -249,7 +249,7 @@ class ActivityTool(NamedTool):
         finally:
             owner.admission.leave()
         if hooked:
-            after = await owner.hooks.after(call_id, self._name, ok, value)
+            after = await owner.hooks.after(call_id, self._name, ok, value, args)
             ok, value = after.ok, after.value
         return _result(tool_use, ok, value)
 

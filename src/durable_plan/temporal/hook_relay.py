@@ -37,7 +37,6 @@ import copy
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -47,6 +46,7 @@ from durable_plan.hooks import ToolHooks
 from durable_plan.local import describe_exception
 from durable_plan.patterns import matches_patterns
 from durable_plan.temporal.admission import Admission, json_size
+from durable_plan.temporal.legacy_relay import legacy_ask, legacy_request
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_HISTORY_BYTES,
     DEFAULT_MAX_RESULT_BYTES,
@@ -219,7 +219,9 @@ class HookRoute:
     """Where and for which tools a plan's calls pass the agent's tool hooks."""
 
     agent_workflow_id: str
-    key: str
+    key: str | None
+    """None: the plan was started by a 0.1.0 conversation, which speaks that protocol
+    (``legacy_relay``); its history replays with it."""
     tools: tuple[str, ...] = ("*",)
     budget: int | None = None
     """Bytes of requests the conversation's history has room for (None: not counted)."""
@@ -245,11 +247,6 @@ signals in its next workflow task; past 2 MiB of events arriving during one task
 server force-closes that task, and the worker then replays the whole conversation (tens
 of MiB with hooks on large results) to take the next: so requests wait for replies."""
 
-RELAY_V2_PATCH = "hook-relay-v2"
-"""Plans that asked the agent's hooks before this protocol waited for each reply with a
-5-minute timer; their histories replay that way (``LEGACY_TIMEOUT_S``)."""
-LEGACY_TIMEOUT_S = 300
-
 
 class HookAsker:
     """The asking workflow's side: send a request, wait for the reply (``receive``)."""
@@ -258,7 +255,6 @@ class HookAsker:
         self.route = route
         self._admission = admission
         self._replies: dict[tuple[str, str], HookReply] = {}
-        self._legacy: bool | None = None
         self._in_flight = 0
         self.sent_bytes = 0
         self.answered = 0
@@ -279,8 +275,13 @@ class HookAsker:
             return HookCall(cancel=reply.cancel, args=args)
         return HookCall(args=reply.args if reply.args is not None else args)
 
-    async def after(self, call_id: str, tool: str, ok: bool, value: Any) -> HookCall:
-        reply = await self._ask(call_id, tool, "after", ok=ok, value=value, what="result")
+    async def after(
+        self, call_id: str, tool: str, ok: bool, value: Any, args: dict[str, Any] | None = None
+    ) -> HookCall:
+        """``args``: the call's arguments, which only the 0.1.0 protocol sends again."""
+        reply = await self._ask(
+            call_id, tool, "after", ok=ok, value=value, what="result", args=args
+        )
         if not reply.changed:
             return HookCall(ok=ok, value=value)
         return HookCall(ok=reply.ok, value=reply.value)
@@ -298,6 +299,9 @@ class HookAsker:
     ) -> HookReply:
         route = self.route
         assert route is not None
+        if route.key is None:
+            old = legacy_request(call_id, tool, phase, args or {}, ok, value)
+            return await legacy_ask(route.agent_workflow_id, old, self._replies, refusal)
         request = HookRequest(
             key=route.key,
             reply_to=workflow.info().workflow_id,
@@ -344,18 +348,7 @@ class HookAsker:
             )
         except FailureError as exc:
             return refusal(call_id, phase, f"the agent's tool hooks cannot be asked: {exc}")
-        if self._legacy is None:
-            self._legacy = not workflow.patched(RELAY_V2_PATCH)
-        if self._legacy:
-            try:
-                await workflow.wait_condition(
-                    lambda: key in self._replies, timeout=timedelta(seconds=LEGACY_TIMEOUT_S)
-                )
-            except TimeoutError:
-                message = f"the agent's tool hooks did not answer within {LEGACY_TIMEOUT_S} s"
-                return refusal(call_id, phase, message)
-        else:
-            await workflow.wait_condition(lambda: key in self._replies)
+        await workflow.wait_condition(lambda: key in self._replies)
         self.answered += 1
         return self._replies.pop(key)
 

@@ -299,7 +299,7 @@ class PlanWorkflow:
         finally:
             self._admission.leave()
         if hooked:
-            after = await self._hooks.after(call.step_id, call.tool, ok, value)
+            after = await self._hooks.after(call.step_id, call.tool, ok, value, call.args)
             ok, value = after.ok, after.value
         return ok, value, duration_ms, attempts
 
@@ -537,7 +537,7 @@ def _hook_route(request: PlanInput) -> HookRoute | None:
         return None
     return HookRoute(
         agent_workflow_id=request.hooks_workflow_id,
-        key=request.hook_key or workflow.info().workflow_id,
+        key=request.hook_key,  # None: a 0.1.0 conversation's plan (legacy_relay)
         tools=hooked_tools(request.hooked_tools),
         budget=request.hook_bytes,
     )
