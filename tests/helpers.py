@@ -78,28 +78,29 @@ async def running_worker(
 
 async def until_progress(
     handle: Any,
-    done: Callable[[Lines], bool],
+    done: Callable[[Any], bool],
     *,
     what: str = "the awaited progress",
     timeout_s: float = 30.0,
     interval_s: float = 0.05,
-) -> Lines:
-    """Poll the plan's ledger until ``done(lines)``; returns those lines.
+) -> Any:
+    """Poll a plan's ``progress`` until ``done(progress)``; returns that progress.
 
-    ``handle`` is a ``PlanHandle`` (``progress()``, with live attempts) or a bare workflow
-    handle (``query("progress")``). A query that fails (the workflow has not run its first
-    task yet, or ended and no worker answers) counts as no progress yet. Past ``timeout_s``
-    it fails with the last lines seen, or the last query error.
+    ``handle`` is a ``PlanHandle`` (``progress()``: the ledger lines, with live attempts)
+    or a bare workflow handle (``query("progress")``: a plan's lines, an agent step's
+    round and calls awaiting approval). A query that fails (the workflow has not run its
+    first task yet, or ended and no worker answers) counts as no progress yet. Past
+    ``timeout_s`` it fails with the last progress seen, or the last query error.
     """
     deadline = time.monotonic() + timeout_s
-    lines: Lines = []
+    lines: Any = None
     error: BaseException | None = None
     while True:
         try:
             if hasattr(handle, "progress"):
-                lines = list(await handle.progress())
+                lines = await handle.progress()
             else:
-                lines = list(await handle.query("progress"))
+                lines = await handle.query("progress")
             error = None
         except Exception as exc:
             error = exc

@@ -36,6 +36,7 @@ from durable_plan.result_store import (
 )
 from durable_plan.temporal import PlanWorkflow, plan_worker, run_plan, start_plan
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_phase
 
 MIB = 1024 * 1024
 WIPE: list[ResultStore] = []  # the store the `wipe` tool empties (set by a test)
@@ -360,10 +361,7 @@ async def test_cancelled_plan_still_cleans_its_store(
         handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
         while not _files(tmp_path / "store"):
             await asyncio.sleep(0.05)
-        while not any(
-            line["id"] == "wait" and line["phase"] == "running" for line in await handle.progress()
-        ):
-            await asyncio.sleep(0.05)
+        await until_phase(handle, "wait", "running")
         await handle.handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.handle.result()

@@ -26,6 +26,7 @@ from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.testing import ScriptedModel, call
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_progress
 
 LIVE = {"now": 0, "peak": 0}
 
@@ -411,13 +412,15 @@ async def test_progress_shows_a_running_maps_items(agent_client: Client, task_qu
             task_queue=task_queue,
             registry=REGISTRY,
         )
-        seen: dict[str, Any] = {}
-        for _ in range(100):
-            lines = {line["id"]: line for line in await handle.progress()}
-            if lines["squares"].get("items", {}).get("done", 0) >= 2:
-                seen = lines["squares"]["items"]
-                break
-            await asyncio.sleep(0.05)
+        lines = await until_progress(
+            handle,
+            lambda lines: any(
+                line["id"] == "squares" and line.get("items", {}).get("done", 0) >= 2
+                for line in lines
+            ),
+            what="two items done",
+        )
+        seen: dict[str, Any] = next(line for line in lines if line["id"] == "squares")["items"]
         await asyncio.wait_for(handle.result(), 60)
     assert seen["items"] == 8 and seen["running"] <= 2 and seen["failed"] == 0
 

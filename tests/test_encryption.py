@@ -43,6 +43,7 @@ from durable_plan.temporal import PlanHandle, PlanWorkflow, plan_worker, start_p
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_phase
 
 ARG_SECRET = "acct-7731-ARGSECRET"
 RESULT_SECRET = "balance-RESULTSECRET-4410"
@@ -489,12 +490,12 @@ async def test_the_command_line_encrypts_with_the_keys_in_the_environment(
             "--no-worker", "--task-queue", task_queue, "--workflow-id", workflow_id, "-q",
             *where, keys=keys,
         )  # fmt: skip
-        shown = ""
-        for _ in range(100):
-            code, shown, err = await cli("show", workflow_id, *where, keys=keys)
-            if "awaiting" in shown:
-                break
-            await asyncio.sleep(0.2)
+        await until_phase(
+            encrypted_client(client, keys).get_workflow_handle(workflow_id),
+            "refund",
+            "awaiting_approval",
+        )
+        code, shown, err = await cli("show", workflow_id, *where, keys=keys)
         assert "awaiting" in shown, (shown, err)
         code, _out, err = await cli("approve", workflow_id, "refund", *where, keys=keys)
         assert code == 0, err

@@ -57,13 +57,14 @@ from tests.fuzz_harness import (
     run_isolated,
     run_isolated_many,
 )
+from tests.helpers import examples
 
 # --------------------------------------------------------------------------------------------
 # The tests.
 # --------------------------------------------------------------------------------------------
 
 FUZZ = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     database=None,
     # No shrinking: a case is one seed's worth of draws, and a failing example can take the

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from temporalio.strands_agents import StrandsPlugin
 from activities.scripts import ATTACK_PLAN, ROUND_PLAN, ROUND_PROMPT
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
+from tests.helpers import until_phase, until_progress
 from worker import build_worker
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
 
@@ -221,16 +221,8 @@ async def _wait_for_approval(
     client: Client, child_id: str, step_id: str
 ) -> WorkflowHandle[Any, Any]:
     child = client.get_workflow_handle(child_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            lines = await child.query("progress")
-        except Exception:
-            lines = []
-        if any(line["id"] == step_id and line["phase"] == "awaiting_approval" for line in lines):
-            return child
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{child_id}: step {step_id} never awaited approval")
+    await until_phase(child, step_id, "awaiting_approval", timeout_s=20)
+    return child
 
 
 async def test_gated_step_pauses_then_approved(agent_client: Client, task_queue: str) -> None:
@@ -334,17 +326,14 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
     try:
         handle = await start(client, task_queue, ROUND_PROMPT)
         child = client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                phases = [line["phase"] for line in await child.query("progress")]
-            except Exception:
-                phases = []
-            if phases.count("ok") >= 4 and "running" in phases:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the child plan never got going")
+        await until_progress(
+            child,
+            lambda lines: (
+                [line["phase"] for line in lines].count("ok") >= 4
+                and any(line["phase"] == "running" for line in lines)
+            ),
+            what="the child plan under way",
+        )
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         second = subprocess.Popen(command, env=env, cwd=ROOT)

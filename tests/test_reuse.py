@@ -36,6 +36,7 @@ from durable_plan.reuse import Recall, Remembered, StepMemory, args_key, reusabl
 from durable_plan.schema import plan_tool_description
 from durable_plan.temporal import PlanWorkflow, plan_worker
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from tests.helpers import until_phase
 from tests.reuse_workflows import (
     CALL_LOG_ENV,
     CLOCK_PROMPT,
@@ -402,14 +403,8 @@ async def test_durable_prior_read_and_opt_out(
 
 async def wait_for_approval(client: Client, child_id: str, step_id: str) -> Any:
     child = client.get_workflow_handle(child_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            for line in await child.query("progress"):
-                if line["id"] == step_id and line["phase"] == "awaiting_approval":
-                    return child
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{child_id}: step {step_id} never awaited approval")
+    await until_phase(child, step_id, "awaiting_approval", timeout_s=20)
+    return child
 
 
 async def test_durable_gated_tool_is_never_reused(
