@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shlex
 import sys
@@ -60,7 +61,10 @@ async def _show(args: argparse.Namespace) -> int:
         view = LiveView(console, title=f"plan {args.workflow_id}", hint=hint, appear_after=0)
         waiting = asyncio.ensure_future(_wait(handle))
         while not waiting.done():
-            view.update(await handle.progress())
+            # A plan that ends while it is queried can take its worker with it (a `run`
+            # that served it exits): the query fails, and the next turn sees the end.
+            with contextlib.suppress(Exception):
+                view.update(await handle.progress())
             await asyncio.wait([waiting], timeout=WATCH_INTERVAL_S)
         view.close()
         description = await handle.handle.describe()
