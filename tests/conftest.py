@@ -64,6 +64,7 @@ SLOW_MODULES = {
     "tests/test_fuzz.py": "fuzz: every case in a forked child",
     "tests/test_replay_hashseed.py": "replay in subprocesses under other hash seeds",
     "tests/test_worker_shutdown.py": "a worker subprocess told to stop",
+    "tests/test_mcp.py": "every test starts MCP servers, each a Python subprocess",
 }
 
 SLOW_TESTS = {
@@ -82,6 +83,24 @@ SLOW_TESTS = {
     "tests/test_readme_examples.py::test_plain_agent_runs_offline": "examples/plain_agent.py",
     "tests/test_readme_examples.py::test_the_plan_pictures_are_the_graph_commands_output": "",
     "tests/test_bench_breakeven.py::test_live_without_credentials_stops_with_one_line": "bench",
+    "tests/test_readme_examples.py::test_in_your_workflow_runs": "examples, on the server",
+    "tests/test_readme_examples.py::test_plans_without_agent_runs": "",
+    "tests/test_readme_examples.py::test_large_results_runs": "",
+    "tests/test_readme_examples.py::test_issue_agent_runs_a_plan_over_an_mcp_server": "",
+    "tests/test_newcomer.py::test_a_missing_namespace_is_one_line": "worker.py",
+    "tests/test_newcomer.py::test_an_unknown_prompt_prints_its_root_cause": "client.py",
+    "tests/test_newcomer.py::test_live_without_credentials_prints_its_root_cause": "client.py",
+    "tests/test_newcomer.py::test_client_says_when_no_worker_polls": "client.py",
+    # The command line on a server, as subprocesses (the rest of those files run in-process).
+    "tests/test_cli_run.py::test_run_on_a_server_with_its_own_worker": "run",
+    "tests/test_cli_server.py::test_show_and_approve_bad_ids_and_no_server": "show, approve",
+    "tests/test_cli_server.py::test_worker_serves_plans_started_elsewhere": "worker",
+    "tests/test_owner_rules.py::test_the_cli_shows_the_arguments_awaiting_approval": "decide",
+    "tests/test_encryption.py::test_the_command_line_encrypts_with_the_keys": "every command",
+    "tests/test_encryption.py::test_the_readme_example_runs_with_the_keys_from_keygen": "",
+    # Crash: a worker subprocess SIGKILLed mid-conversation.
+    "tests/test_reuse.py::test_memory_survives_a_worker_kill_between_plans": "crash",
+    "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",
 }
 """Tests (or whole modules) that run Python subprocesses; ``::name`` matches a prefix."""
 

@@ -11,8 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +25,8 @@ from activities.scripts import ATTACK_PLAN, ROUND_PLAN, ROUND_PROMPT
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
 from tests.helpers import until_phase, until_progress
+from tests.warm_python import WarmProcess
+from tests.worker_processes import warm_python
 from worker import build_worker
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
 
@@ -310,7 +310,6 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
     task_queue = f"crash-gm-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "GAME_MASTER_TOOL_DELAY": "0.7", "PYTHONPATH": str(ROOT)}
     command = [
-        sys.executable,
         str(ROOT / "worker.py"),
         "--target",
         temporal_target,
@@ -321,8 +320,13 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
         temporal_target,
         plugins=[StrandsPlugin(models={"scripted": lambda: ScriptedModel(scripts=SCRIPTS)})],
     )
-    first = subprocess.Popen(command, env=env, cwd=ROOT)
-    second: subprocess.Popen[bytes] | None = None
+    launcher = await warm_python()  # each worker a forked `python worker.py`
+
+    async def spawn() -> WarmProcess:
+        return await launcher.spawn(*command, env=env, cwd=ROOT)
+
+    first = await spawn()
+    second: WarmProcess | None = None
     try:
         handle = await start(client, task_queue, ROUND_PROMPT)
         child = client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
@@ -335,15 +339,15 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
             what="the child plan under way",
         )
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-        second = subprocess.Popen(command, env=env, cwd=ROOT)
+        await asyncio.wait_for(first.wait(), 10)
+        second = await spawn()
         output = await asyncio.wait_for(handle.result(), timeout=90)
         history = await handle.fetch_history()
     finally:
         for proc in (first, second):
-            if proc is not None and proc.poll() is None:
+            if proc is not None and proc.returncode is None:
                 proc.kill()
-                proc.wait(timeout=10)
+                await asyncio.wait_for(proc.wait(), 10)
     assert model_calls(history) == 1, "the model was asked again after the crash"
     assert json.loads(output.answer)["narrate"]["text"].startswith("The ogre staggers")
     child_result = await child.result()

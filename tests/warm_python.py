@@ -215,12 +215,16 @@ class WarmPython:
         cwd: str | Path | None = None,
         stderr: Any = None,
     ) -> WarmProcess:
-        """Fork ``python SCRIPT ARGS``; ``stderr`` is a file (or None: this process's)."""
+        """Fork ``python SCRIPT ARGS``; ``stderr`` is a file, ``"stdout"`` (with stdout, as
+        ``stderr=STDOUT``) or None (this process's)."""
         assert self._control is not None
         loop = asyncio.get_running_loop()
         in_read, in_write = os.pipe()
         out_read, out_write = os.pipe()
-        err_fd = stderr.fileno() if stderr is not None else sys.stderr.fileno()
+        if stderr == "stdout":
+            err_fd = out_write
+        else:
+            err_fd = stderr.fileno() if stderr is not None else sys.stderr.fileno()
         request = {
             "argv": [str(script), *args],
             "env": dict(os.environ if env is None else env),
