@@ -71,12 +71,13 @@ SLOW_TESTS = {
     # One subprocess per command: the entry point, exit codes and streams as users see them.
     "tests/test_cli_files.py::test_the_examples_are_valid_against_their_tools": "validate",
     "tests/test_cli_files.py::test_graph_without_graphviz_says_what_to_do": "graph",
-    "tests/test_cli_files.py::test_graph_renders_svg_and_png": "Graphviz",
     "tests/test_cli_files.py::test_version_and_validate_import_neither": "a fresh interpreter",
     "tests/test_cli_run.py::test_run_local_prints_the_result_as_json_and_the_ledger": "run",
     "tests/test_cli_run.py::test_an_unreachable_server_exits_3": "run, exit 3",
     "tests/test_devserver.py::test_cli_subprocess_missing_binary_no_traceback": "dev",
     "tests/test_codec_commands.py": "keygen, codec-server and dev as subprocesses",
+    # Not a subprocess: PyYAML's scanner is quadratic in flow depth; this file takes ~15 s.
+    "tests/test_cli_files.py::test_hostile_files_are_refused_quickly_in_one_line[deep.yaml": "",
     # Scripts and examples run as a user runs them.
     "tests/test_newcomer.py::test_no_server_is_one_line_with_the_fix": "client.py, worker.py",
     "tests/test_newcomer.py::test_client_reads_temporal_address": "client.py",
