@@ -6,6 +6,7 @@
 * ``run_cli`` / ``arun_cli``: ``durable-plan ARGS`` in this process, as a subprocess would
   report it; ``cli_subprocess`` / ``acli_subprocess`` / ``spawn_cli``: the real thing.
 * ``examples``: a Hypothesis example count that follows the profile (conftest.py).
+* ``tool_results``: the tool results in a Strands agent's conversation.
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ Lines = list[dict[str, Any]]
 def examples(count: int) -> int:
     """``count`` examples under the ``ci`` profile (the default), a tenth under ``dev``."""
     return max(1, count * settings.default.max_examples // 100)
+
+
+# -- agents ----------------------------------------------------------------------------------
+
+
+def tool_results(agent: Any) -> list[dict[str, Any]]:
+    """Every tool result in a Strands agent's conversation, in order."""
+    return [
+        block["toolResult"]
+        for message in agent.messages
+        for block in message["content"]
+        if "toolResult" in block
+    ]
 
 
 # -- workers ---------------------------------------------------------------------------------

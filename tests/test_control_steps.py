@@ -9,6 +9,7 @@ every check, a 500-item durable map within history limits, and replay.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,17 +41,22 @@ async def numbers(n: int) -> dict[str, Any]:
     return {"values": list(range(n))}
 
 
-async def square(x: int, delay: float = 0.0, fail_on: int = -1) -> dict[str, Any]:
+async def square(x: int, delay: float = 0.0, fail_on: int = -1, meet: int = 0) -> dict[str, Any]:
     """Square a number, after an optional delay (to measure overlap).
 
     Args:
         x: the number
         delay: seconds to wait
         fail_on: the number that fails
+        meet: hold until this many squares have run at once (at most 30 s), so that a test
+            sees the map's concurrency however slowly the worker starts its activities
     """
     LIVE["now"] += 1
     LIVE["peak"] = max(LIVE["peak"], LIVE["now"])
     try:
+        deadline = time.monotonic() + 30
+        while LIVE["peak"] < meet and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         if delay:
             await asyncio.sleep(delay)
         if x == fail_on:
@@ -74,7 +80,13 @@ REGISTRY = ToolRegistry([numbers, square, add])
 
 
 def map_plan(
-    n: int, *, concurrency: int = 4, delay: float = 0.0, fail_on: int = -1, **plan: Any
+    n: int,
+    *,
+    concurrency: int = 4,
+    delay: float = 0.0,
+    fail_on: int = -1,
+    meet: int = 0,
+    **plan: Any,
 ) -> dict[str, Any]:
     return {
         "steps": [
@@ -87,7 +99,8 @@ def map_plan(
                     "concurrency": concurrency,
                     "do": {
                         "tool": "square",
-                        "args": {"delay": delay, "fail_on": fail_on},
+                        "args": {"delay": delay, "fail_on": fail_on}
+                        | ({"meet": meet} if meet else {}),
                         "bind": {"x": "item"},
                     },
                 },
@@ -340,7 +353,7 @@ async def test_a_durable_map_runs_each_item_as_an_activity(
     agent_client: Client, task_queue: str
 ) -> None:
     result, history = await run_durable(
-        agent_client, task_queue, map_plan(50, concurrency=5, delay=0.02)
+        agent_client, task_queue, map_plan(50, concurrency=5, delay=0.02, meet=5)
     )
     squares = result.returned["squares"]
     assert [s["x"] for s in squares["results"]] == list(range(50))

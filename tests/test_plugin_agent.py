@@ -13,6 +13,7 @@ from strands.vended_interventions.hitl import HumanInTheLoop
 
 from durable_plan.plugin import WorkflowPlanPlugin
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from tests.helpers import tool_results
 from tests.plan_cases import GAME_MASTER_STEPS
 
 CALLS: list[str] = []
@@ -82,15 +83,6 @@ def make_agent(script: list[TurnLike], **plugin_kwargs: Any) -> Agent:
         callback_handler=None,
         **kwargs,
     )
-
-
-def tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [
-        block["toolResult"]
-        for message in agent.messages
-        for block in message["content"]
-        if "toolResult" in block
-    ]
 
 
 @pytest.fixture(autouse=True)

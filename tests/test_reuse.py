@@ -35,7 +35,7 @@ from durable_plan.reuse import Recall, Remembered, StepMemory, args_key, reusabl
 from durable_plan.schema import plan_tool_description
 from durable_plan.temporal import PlanWorkflow, plan_worker
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
-from tests.helpers import until_phase
+from tests.helpers import tool_results, until_phase
 from tests.reuse_workflows import (
     CALL_LOG_ENV,
     CLOCK_PROMPT,
@@ -69,15 +69,6 @@ def call_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv(CALL_LOG_ENV, str(log))
     return log
-
-
-def tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [
-        block["toolResult"]
-        for message in agent.messages
-        for block in message["content"]
-        if "toolResult" in block
-    ]
 
 
 def reused(result: PlanResult) -> dict[str, int | None]:
