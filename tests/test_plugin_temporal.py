@@ -25,6 +25,7 @@ from activities.scripts import ATTACK_PLAN, ROUND_PLAN, ROUND_PROMPT
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
 from tests.helpers import until_phase, until_progress
+from tests.plan_cases import DRAGON_PLAN
 from tests.warm_python import WarmProcess
 from tests.worker_processes import warm_python
 from worker import build_worker
@@ -32,10 +33,6 @@ from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterW
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DRAGON_PLAN = {
-    "steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "dragon"}}],
-    "final": True,
-}
 BAD_PLAN = {
     "steps": [
         {"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}},
