@@ -1013,6 +1013,7 @@ class Outcome:
     seconds: float = 0.0
     max_rss_kib: int = 0
     output_chars: int = 0  # the rejection's text, or the result's JSON text
+    cpu_seconds: float = 0.0  # the CPU time the oracle used (wall ``seconds`` grows with load)
 
     @property
     def ok(self) -> bool:
@@ -1094,15 +1095,15 @@ def evaluate_case(case: FuzzCase) -> Outcome:
 
 
 def timed(oracle: Callable[[FuzzCase], Outcome], case: FuzzCase) -> Outcome:
-    """The oracle's outcome with its wall clock and the process's peak RSS."""
-    started = time.perf_counter()
+    """The oracle's outcome with its wall clock, its CPU time and the process's peak RSS."""
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         outcome = oracle(case)
     except BaseException as exc:  # the oracle catches Exception; this is MemoryError & co
         outcome = _exception_outcome(exc)
-    seconds = time.perf_counter() - started
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return replace(outcome, seconds=seconds, max_rss_kib=rss)
+    return replace(outcome, seconds=seconds, cpu_seconds=cpu_seconds, max_rss_kib=rss)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1297,7 +1298,8 @@ def describe(value: Any, limit: int = 300) -> str:
 
 def explain(case: FuzzCase, outcome: Outcome) -> str:
     return (
-        f"{outcome.failure} after {outcome.seconds:.2f} s: {outcome.detail}\n"
+        f"{outcome.failure} after {outcome.seconds:.2f} s ({outcome.cpu_seconds:.2f} s of CPU): "
+        f"{outcome.detail}\n"
         f"family={case.family} durable={case.durable} catalog={case.with_catalog} "
         f"max_steps={case.max_steps} origin={case.origin or '-'}\nraw={describe(case.raw, 600)}"
     )
