@@ -44,6 +44,8 @@ from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.tools import ToolRegistry
 from tests.helpers import until_phase
+from tests.warm_python import WarmProcess
+from tests.worker_processes import warm_python
 
 ARG_SECRET = "acct-7731-ARGSECRET"
 RESULT_SECRET = "balance-RESULTSECRET-4410"
@@ -448,20 +450,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TICKET_TEXT = "charged twice for my subscription"  # read_ticket's result for ticket 7
 
 
-async def start_cli(*args: str, keys: Keyring | None) -> asyncio.subprocess.Process:
+async def start_cli(*args: str, keys: Keyring | None) -> WarmProcess:
+    """``python -m durable_plan ARGS`` in a process of its own whose environment holds the
+    keys (or none), forked from the launcher that imported the libraries once."""
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}
     if keys is not None:
         env[KEYS_ENV] = keys.to_text()
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "durable_plan",
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    launcher = await warm_python()
+    return await launcher.spawn("-m", "durable_plan", *args, env=env, cwd=ROOT, stderr="pipe")
 
 
 async def cli(*args: str, keys: Keyring | None) -> tuple[int, str, str]:

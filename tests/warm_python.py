@@ -63,15 +63,23 @@ def _child(request: dict[str, Any], fds: list[int], control: socket.socket) -> N
     os.chdir(request["cwd"])
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    script = request["argv"][0]
-    sys.argv = list(request["argv"])
-    sys.path[0] = str(Path(script).resolve().parent)
+    argv = list(request["argv"])
+    module = argv[1] if argv[0] == "-m" else None
+    if module is None:
+        sys.argv = argv
+        sys.path[0] = str(Path(argv[0]).resolve().parent)
+    else:  # python -m MODULE ARGS: sys.path[0] is the working directory
+        sys.argv = [module, *argv[2:]]
+        sys.path[0] = request["cwd"]
     if request["env"].get("PYTHONUNBUFFERED"):
         sys.stdout.reconfigure(line_buffering=True, write_through=True)
         sys.stderr.reconfigure(line_buffering=True, write_through=True)
     code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        if module is None:
+            runpy.run_path(argv[0], run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
@@ -134,10 +142,17 @@ def _launcher() -> None:
 class WarmProcess:
     """A forked worker, with the parts of ``asyncio.subprocess.Process`` the tests use."""
 
-    def __init__(self, pid: int, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader):
+    def __init__(
+        self,
+        pid: int,
+        stdin: asyncio.StreamWriter,
+        stdout: asyncio.StreamReader,
+        stderr: asyncio.StreamReader | None = None,
+    ) -> None:
         self.pid = pid
         self.stdin = stdin
         self.stdout = stdout
+        self.stderr = stderr
         self.returncode: int | None = None
         self._exited = asyncio.get_running_loop().create_future()
 
@@ -148,6 +163,14 @@ class WarmProcess:
 
     async def wait(self) -> int:
         return int(await asyncio.shield(self._exited))
+
+    async def communicate(self) -> tuple[bytes, bytes]:
+        """Close stdin, read stdout (and a piped stderr) to the end, wait for the exit."""
+        self.stdin.close()
+        err = self.stderr.read() if self.stderr is not None else asyncio.sleep(0, b"")
+        out, errors = await asyncio.gather(self.stdout.read(), err)
+        await self.wait()
+        return out, errors
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
@@ -215,14 +238,18 @@ class WarmPython:
         cwd: str | Path | None = None,
         stderr: Any = None,
     ) -> WarmProcess:
-        """Fork ``python SCRIPT ARGS``; ``stderr`` is a file, ``"stdout"`` (with stdout, as
-        ``stderr=STDOUT``) or None (this process's)."""
+        """Fork ``python SCRIPT ARGS`` (``"-m", MODULE, ARGS`` for ``python -m``); ``stderr``
+        is a file, ``"stdout"`` (with stdout, as ``stderr=STDOUT``), ``"pipe"`` (the
+        process's ``stderr`` stream) or None (this process's)."""
         assert self._control is not None
         loop = asyncio.get_running_loop()
         in_read, in_write = os.pipe()
         out_read, out_write = os.pipe()
+        err_read: int | None = None
         if stderr == "stdout":
             err_fd = out_write
+        elif stderr == "pipe":
+            err_read, err_fd = os.pipe()
         else:
             err_fd = stderr.fileno() if stderr is not None else sys.stderr.fileno()
         request = {
@@ -237,15 +264,16 @@ class WarmPython:
             pid = await asyncio.wait_for(self._pending.get(), 30)
         os.close(in_read)
         os.close(out_write)
-        stdout = asyncio.StreamReader()
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stdout), os.fdopen(out_read, "rb", 0)
-        )
+        stdout = await _reader(loop, out_read)
+        errors: asyncio.StreamReader | None = None
+        if err_read is not None:
+            os.close(err_fd)
+            errors = await _reader(loop, err_read)
         transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(in_write, "wb", 0)
         )
         stdin = asyncio.StreamWriter(transport, protocol, None, loop)
-        child = WarmProcess(pid, stdin, stdout)
+        child = WarmProcess(pid, stdin, stdout, errors)
         self._children[pid] = child
         if pid in self._exits:
             child._set_exit(self._exits.pop(pid))
@@ -264,6 +292,14 @@ class WarmPython:
         if self._proc is not None:
             self._proc.terminate()
             await asyncio.to_thread(self._proc.wait)
+
+
+async def _reader(loop: asyncio.AbstractEventLoop, fd: int) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0)
+    )
+    return reader
 
 
 def _pythonpath() -> str:
