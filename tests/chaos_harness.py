@@ -15,7 +15,6 @@ import os
 import random
 import sqlite3
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,8 @@ from tests.crash_tools import (
     crash_plan,
     crash_registry,
 )
+from tests.warm_python import WarmProcess
+from tests.worker_processes import warm_python
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "crash_worker.py"
@@ -119,33 +120,26 @@ class _Workers:
 
     def __init__(self, target: str, task_queue: str, log: Path, tmp: Path) -> None:
         self.target, self.task_queue, self.log, self.tmp = target, task_queue, log, tmp
-        self.current: asyncio.subprocess.Process | None = None
-        self.all: list[asyncio.subprocess.Process] = []
+        self.current: WarmProcess | None = None
+        self.all: list[WarmProcess] = []
         self.killed: set[int] = set()
 
-    async def spawn(self) -> asyncio.subprocess.Process:
+    async def spawn(self) -> WarmProcess:
         env = {
             **os.environ,
             LOG_ENV: str(self.log),
             "PYTHONPATH": str(ROOT),
             "PYTHONUNBUFFERED": "1",
         }
-        stderr = (self.tmp / f"worker-{len(self.all)}.stderr").open("wb")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(WORKER),
-            "--target",
-            self.target,
-            "--task-queue",
-            self.task_queue,
-            "--agents",
-            cwd=ROOT,
-            env=env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-        )
-        stderr.close()
+        launcher = await warm_python()  # forked, the libraries imported once
+        with (self.tmp / f"worker-{len(self.all)}.stderr").open("wb") as stderr:
+            proc = await launcher.spawn(
+                WORKER,
+                *("--target", self.target, "--task-queue", self.task_queue, "--agents"),
+                env=env,
+                cwd=ROOT,
+                stderr=stderr,
+            )
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 60)
         if line.strip() != b"READY":

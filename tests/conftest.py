@@ -1,15 +1,131 @@
-"""One real Temporal dev server per test session, on a free port (never 7233)."""
+"""One real Temporal dev server per test process, on a free port (never 7233), and the tiers.
+
+Under pytest-xdist (``-n auto`` in pyproject.toml) every worker process is a session of its
+own, so each gets its own server; ports, task queues, workflow ids and temp dirs are unique
+per test (``free_port``, ``task_queue``, ``workflow_id``, ``tmp_path``).
+
+Tiers are markers set here from what a test uses, never written on a test:
+
+* ``server``: the test talks to a Temporal dev server: it needs ``dev_server`` (directly or
+  through ``client``, ``temporal_target`` or a module's own client fixture), or it is one of
+  ``OWN_SERVER`` (it starts a server of its own).
+* ``slow``: crash, chaos, load, fuzz and subprocess-heavy tests: every test of a module in
+  ``SLOW_MODULES``, and the tests in ``SLOW_TESTS`` (each runs Python subprocesses that
+  import the whole stack, a few seconds of CPU apiece).
+
+The inner loop is ``-m "not server and not slow"``; the durable inner loop is
+``-m "server and not slow"`` (README, Development).
+
+Hypothesis: the ``ci`` profile (the default) keeps each test's own example count; ``dev``
+(``HYPOTHESIS_PROFILE=dev``) runs a tenth of it. Tests that set a count write it as
+``examples(n)`` (tests/helpers.py), which scales with the profile.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings
 from temporalio.client import Client
 
 from durable_plan.devserver import DevServer, DevServerNotFound
+
+# -- Hypothesis profiles -------------------------------------------------------------------
+
+settings.register_profile("ci", max_examples=100)  # Hypothesis' own default: today's counts
+settings.register_profile("dev", max_examples=10)  # a tenth of every count (examples(n))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# -- tiers -----------------------------------------------------------------------------------
+
+SERVER_FIXTURES = frozenset({"dev_server"})
+"""A test whose fixture closure holds one of these uses the session's dev server."""
+
+OWN_SERVER = {
+    "tests/test_devserver.py::test_server_exit_during_startup_shows_its_log": "runs the binary",
+    "tests/test_devserver.py::test_workflow_survives_server_restart": "two servers, one db",
+    "tests/test_devserver.py::test_a_server_restarts_at_once_on_the_same_port_and_db": "two",
+    "tests/test_devserver.py::test_cli_dev_stops_cleanly_on_ctrl_c": "`durable-plan dev`",
+    "tests/test_cli_run.py::test_run_on_an_embedded_dev_server": "`run` starts its own",
+    "tests/test_codec_commands.py::test_dev_server_tells_the_ui_where_the_codec_server_is": "dev",
+    "tests/chaos/test_chaos.py": "its own server, restarted",
+}
+"""Tests (or whole modules) that start a Temporal server of their own."""
+
+SLOW_MODULES = {
+    "tests/test_crash.py": "crash: worker subprocesses SIGKILLed mid-step",
+    "tests/test_mcp_crash.py": "crash: a worker SIGKILLed mid MCP call",
+    "tests/chaos/test_chaos.py": "chaos: random kills and a server restart",
+    "tests/test_load.py": "load: forty plans at once",
+    "tests/test_fuzz.py": "fuzz: every case in a forked child",
+    "tests/test_replay_hashseed.py": "replay in subprocesses under other hash seeds",
+    "tests/test_worker_shutdown.py": "a worker subprocess told to stop",
+    "tests/test_mcp.py": "every test starts MCP servers, each a Python subprocess",
+}
+
+SLOW_TESTS = {
+    # One subprocess per command: the entry point, exit codes and streams as users see them.
+    "tests/test_cli_files.py::test_the_examples_are_valid_against_their_tools": "validate",
+    "tests/test_cli_files.py::test_graph_without_graphviz_says_what_to_do": "graph",
+    "tests/test_cli_files.py::test_version_and_validate_import_neither": "a fresh interpreter",
+    "tests/test_cli_run.py::test_run_local_prints_the_result_as_json_and_the_ledger": "run",
+    "tests/test_cli_run.py::test_an_unreachable_server_exits_3": "run, exit 3",
+    "tests/test_devserver.py::test_cli_subprocess_missing_binary_no_traceback": "dev",
+    "tests/test_codec_commands.py": "keygen, codec-server and dev as subprocesses",
+    # Not a subprocess: PyYAML's scanner is quadratic in flow depth; this file takes ~15 s.
+    "tests/test_cli_files.py::test_hostile_files_are_refused_quickly_in_one_line[deep.yaml": "",
+    # Scripts and examples run as a user runs them.
+    "tests/test_newcomer.py::test_no_server_is_one_line_with_the_fix": "client.py, worker.py",
+    "tests/test_newcomer.py::test_client_reads_temporal_address": "client.py",
+    "tests/test_readme_examples.py::test_plain_agent_runs_offline": "examples/plain_agent.py",
+    "tests/test_readme_examples.py::test_the_plan_pictures_are_the_graph_commands_output": "",
+    "tests/test_bench_breakeven.py::test_live_without_credentials_stops_with_one_line": "bench",
+    "tests/test_readme_examples.py::test_in_your_workflow_runs": "examples, on the server",
+    "tests/test_readme_examples.py::test_plans_without_agent_runs": "",
+    "tests/test_readme_examples.py::test_large_results_runs": "",
+    "tests/test_readme_examples.py::test_issue_agent_runs_a_plan_over_an_mcp_server": "",
+    "tests/test_newcomer.py::test_a_missing_namespace_is_one_line": "worker.py",
+    "tests/test_newcomer.py::test_an_unknown_prompt_prints_its_root_cause": "client.py",
+    "tests/test_newcomer.py::test_live_without_credentials_prints_its_root_cause": "client.py",
+    "tests/test_newcomer.py::test_client_says_when_no_worker_polls": "client.py",
+    # The command line on a server, as subprocesses (the rest of those files run in-process).
+    "tests/test_cli_run.py::test_run_on_a_server_with_its_own_worker": "run",
+    "tests/test_cli_server.py::test_show_and_approve_bad_ids_and_no_server": "show, approve",
+    "tests/test_cli_server.py::test_worker_serves_plans_started_elsewhere": "worker",
+    "tests/test_owner_rules.py::test_the_cli_shows_the_arguments_awaiting_approval": "decide",
+    "tests/test_encryption.py::test_the_command_line_encrypts_with_the_keys": "every command",
+    "tests/test_encryption.py::test_the_readme_example_runs_with_the_keys_from_keygen": "",
+    # Crash: a worker subprocess SIGKILLed mid-conversation.
+    "tests/test_reuse.py::test_memory_survives_a_worker_kill_between_plans": "crash",
+    "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",
+}
+"""Tests (or whole modules) that run Python subprocesses; ``::name`` matches a prefix."""
+
+
+def _matches(nodeid: str, table: dict[str, str]) -> bool:
+    module, _, name = nodeid.partition("::")
+    for key in table:
+        key_module, _, key_name = key.partition("::")
+        if module == key_module and name.startswith(key_name):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        nodeid = item.nodeid
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & SERVER_FIXTURES or _matches(nodeid, OWN_SERVER):
+            item.add_marker(pytest.mark.server)
+        if _matches(nodeid, SLOW_MODULES) or _matches(nodeid, SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
+
+
+# -- fixtures --------------------------------------------------------------------------------
 
 
 def _unique(request: pytest.FixtureRequest, prefix: str) -> str:

@@ -55,6 +55,8 @@ async def main(
 
         plugins.append(StrandsPlugin(models={"scripted": model}))
     client = await Client.connect(target, namespace=namespace, plugins=plugins)
+    if mcp:
+        await _connect_mcp_server()
     worker = plan_worker(
         client,
         task_queue=task_queue,
@@ -85,6 +87,22 @@ async def main(
     async with worker:
         print("READY", flush=True)
         await stop.wait()
+
+
+async def _connect_mcp_server() -> None:
+    """Start the worker's MCP server now, as a long-running worker has it by the time a
+    step calls it: opened lazily by the first call instead, its start-up (a Python
+    process importing the MCP SDK: seconds on a busy machine) ran inside that step's
+    5 s start-to-close timeout and cost a retry now and then."""
+    from temporalio.strands_agents._temporal_mcp_client import (
+        _MCP_CONNECTION_IDLE,
+        get_connection,
+    )
+
+    from tests.mcp_support import tracker_client
+
+    _, _, record = await get_connection("github", tracker_client, _MCP_CONNECTION_IDLE)
+    record.release()
 
 
 async def _first(*aws: Coroutine[Any, Any, Any]) -> None:

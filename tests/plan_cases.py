@@ -45,6 +45,13 @@ GAME_MASTER_STEPS = [
     ),
 ]
 
+DRAGON_PLAN: dict[str, Any] = {
+    "steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "dragon"}}],
+    "final": True,
+}
+"""A final plan whose one step fails (no dragon in the bestiary): the turn goes on. Run by
+the plain agent (test_plugin_agent.py) and the durable one (test_plugin_temporal.py)."""
+
 TREASURY = 'steps.triage.desk = "treasury"'
 
 

@@ -26,6 +26,7 @@ from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_progress
 
 CALLS: list[str] = []
 
@@ -367,14 +368,10 @@ async def test_an_approval_gated_tool_inside_an_agent_step_waits_for_a_person(
         )
         child = PlanHandle(agent_client.get_workflow_handle(f"{handle.id}/agent/morale"))
         awaiting: list[dict[str, Any]] = []
-        for _ in range(200):
-            try:
-                awaiting = (await child.handle.query("progress"))["awaiting"]
-            except Exception:
-                awaiting = []
-            if awaiting:
-                break
-            await asyncio.sleep(0.05)
+        progress = await until_progress(
+            child.handle, lambda progress: bool(progress["awaiting"]), what="a call to approve"
+        )
+        awaiting = progress["awaiting"]
         assert awaiting and awaiting[0]["args"] == {"name": "goblin"}
         assert CALLS == []
         lines = await handle.progress()
@@ -392,11 +389,9 @@ async def test_progress_shows_an_agent_steps_round(agent_client: Client, task_qu
         handle = await start_plan(
             agent_client, plan, task_queue=task_queue, registry=REGISTRY, model="scripted"
         )
-        for _ in range(200):
-            lines = await handle.progress()
-            if lines[0].get("round"):
-                break
-            await asyncio.sleep(0.05)
+        lines = await until_progress(
+            handle, lambda lines: bool(lines[0].get("round")), what="an agent round"
+        )
         assert lines[0]["round"] == 1
         assert "awaiting" in lines[0]
         child = PlanHandle(agent_client.get_workflow_handle(f"{handle.id}/agent/morale"))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -23,6 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
+from durable_plan.devserver import free_port
 from durable_plan.plan import PlanResult
 from durable_plan.references import is_reference
 from durable_plan.result_store import (
@@ -36,6 +36,7 @@ from durable_plan.result_store import (
 )
 from durable_plan.temporal import PlanWorkflow, plan_worker, run_plan, start_plan
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_phase
 
 MIB = 1024 * 1024
 WIPE: list[ResultStore] = []  # the store the `wipe` tool empties (set by a test)
@@ -360,10 +361,7 @@ async def test_cancelled_plan_still_cleans_its_store(
         handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
         while not _files(tmp_path / "store"):
             await asyncio.sleep(0.05)
-        while not any(
-            line["id"] == "wait" and line["phase"] == "running" for line in await handle.progress()
-        ):
-            await asyncio.sleep(0.05)
+        await until_phase(handle, "wait", "running")
         await handle.handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.handle.result()
@@ -457,18 +455,12 @@ def test_store_from_env(tmp_path: Path) -> None:
         store_from_env("s3://")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
     """moto's S3-compatible HTTP server on a free loopback port."""
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:

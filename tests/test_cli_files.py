@@ -1,4 +1,7 @@
-"""`durable-plan validate` and `graph`, end to end as subprocesses, and plan files themselves.
+"""`durable-plan validate` and `graph`, end to end, and plan files themselves.
+
+The commands run in this process (``tests.helpers.run_cli``, the same exit status and
+streams); each also runs once as a subprocess, the way a user starts it.
 
 Each bad input has its exit code and its one-line message pinned; the example plans
 under examples/plans/ must stay valid against the tools they run with.
@@ -20,21 +23,16 @@ from durable_plan.plan_file import (
     input_names_read,
     load_plan_file,
 )
+from tests.helpers import cli_subprocess, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = sorted((ROOT / "examples" / "plans").glob("*.yaml"))
 EXAMPLES = ["game_master.yaml", "party_round.yaml", "triage.yaml"]
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "durable_plan", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """In this process (``run_cli``); a test per command runs it as a subprocess too."""
+    return run_cli(*args)
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:
@@ -60,7 +58,7 @@ steps:
 
 def test_the_examples_are_valid_against_their_tools() -> None:
     assert [p.name for p in PLANS] == EXAMPLES
-    done = cli("validate", *map(str, PLANS), "--tools", "examples.plan_tools")
+    done = cli_subprocess("validate", *map(str, PLANS), "--tools", "examples.plan_tools")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines == [
@@ -312,7 +310,7 @@ def test_version_and_validate_import_neither_strands_nor_the_temporal_client() -
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "0 []", done.stderr
-    version = cli("--version")
+    version = cli_subprocess("--version")
     assert version.returncode == 0 and version.stdout.strip() == "durable-plan 0.1.0"
 
 

@@ -1,50 +1,37 @@
-"""`durable-plan run`, end to end as a subprocess: in-process, on the test session's dev
-server, and on an embedded dev server of its own; and every kind of bad input, each with
-its exit code (0 ok, 1 the plan failed, 2 bad input, 3 no server) and its one line."""
+"""`durable-plan run`, end to end: in-process, on the test session's dev server, and on an
+embedded dev server of its own; and every kind of bad input, each with its exit code (0 ok,
+1 the plan failed, 2 bad input, 3 no server) and its one line.
+
+The command runs in this process (``tests.helpers.run_cli``: the same exit status and
+streams); a local run, a run on a server and an unreachable server also run it as a
+subprocess, the way a user starts it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from durable_plan.devserver import free_port
+from tests.helpers import acli_subprocess, arun_cli, cli_subprocess, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "examples" / "plans"
 TOOLS = ("--tools", "examples.plan_tools")
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "durable_plan", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+def cli(*args: str, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+    """In this process (``run_cli``); the subprocess tests use ``cli_subprocess``."""
+    return run_cli(*args, env=env)
 
 
 async def acli(*args: str) -> tuple[int, str, str]:
     """The same, without blocking the event loop the session's dev server fixture lives on."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "durable_plan",
-        *args,
-        cwd=ROOT,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    return proc.returncode if proc.returncode is not None else -1, out.decode(), err.decode()
+    done = await arun_cli(*args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def one_error(stderr: str) -> str:
@@ -75,7 +62,7 @@ steps:
 
 
 def test_run_local_prints_the_result_as_json_and_the_ledger() -> None:
-    done = cli("run", str(PLANS / "game_master.yaml"), *TOOLS, "--local")
+    done = cli_subprocess("run", str(PLANS / "game_master.yaml"), *TOOLS, "--local")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["returned"]["damage"] == {"hp_after": 1, "defeated": False}
@@ -198,7 +185,7 @@ def test_several_problems_are_listed_one_per_line(tmp_path: Path) -> None:
 
 def test_an_unreachable_server_exits_3() -> None:
     address = f"127.0.0.1:{free_port()}"
-    done = cli("run", str(PLANS / "game_master.yaml"), *TOOLS, "--address", address)
+    done = cli_subprocess("run", str(PLANS / "game_master.yaml"), *TOOLS, "--address", address)
     assert done.returncode == 3
     assert one_error(done.stderr) == (
         f"no Temporal server answers at {address} (Connection refused); start one with "
@@ -217,7 +204,7 @@ def test_no_temporal_binary_for_the_embedded_server_exits_3(tmp_path: Path) -> N
 
 
 async def test_run_on_a_server_with_its_own_worker(temporal_target: str, workflow_id: str) -> None:
-    code, out, err = await acli(
+    code, out, err = await acli_subprocess(
         "run",
         str(PLANS / "party_round.yaml"),
         *TOOLS,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from durable_plan.devserver import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 UI = "http://localhost:8233"
@@ -29,12 +30,6 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         text=True,
         timeout=60,
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -81,7 +76,7 @@ def test_keygen_prints_a_key_and_rotates() -> None:
 
 def test_codec_server_command_encodes_and_decodes_for_the_ui() -> None:
     keys = _cli("keygen", "--id", "k1").stdout.strip()
-    port = _free_port()
+    port = free_port()
     with _serving(
         ["codec-server", "--port", str(port)], {"DURABLE_PLAN_KEYS": keys}, "codec server:"
     ):
@@ -100,7 +95,7 @@ def test_codec_server_command_encodes_and_decodes_for_the_ui() -> None:
 def test_codec_server_without_keys_is_one_line() -> None:
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_PLAN_KEYS"}
     done = subprocess.run(
-        [sys.executable, "-m", "durable_plan", "codec-server", "--port", str(_free_port())],
+        [sys.executable, "-m", "durable_plan", "codec-server", "--port", str(free_port())],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -113,7 +108,7 @@ def test_codec_server_without_keys_is_one_line() -> None:
 
 
 def test_dev_server_tells_the_ui_where_the_codec_server_is() -> None:
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port = free_port(), free_port()
     endpoint = "http://127.0.0.1:8081"
     args = ["dev", "--port", str(port), "--ui-port", str(ui_port), "--ui-codec-endpoint", endpoint]
     with _serving(args, {}, "Temporal dev server:"):

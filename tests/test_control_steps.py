@@ -9,6 +9,7 @@ every check, a 500-item durable map within history limits, and replay.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.testing import ScriptedModel, call
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_progress
 
 LIVE = {"now": 0, "peak": 0}
 
@@ -39,17 +41,22 @@ async def numbers(n: int) -> dict[str, Any]:
     return {"values": list(range(n))}
 
 
-async def square(x: int, delay: float = 0.0, fail_on: int = -1) -> dict[str, Any]:
+async def square(x: int, delay: float = 0.0, fail_on: int = -1, meet: int = 0) -> dict[str, Any]:
     """Square a number, after an optional delay (to measure overlap).
 
     Args:
         x: the number
         delay: seconds to wait
         fail_on: the number that fails
+        meet: hold until this many squares have run at once (at most 30 s), so that a test
+            sees the map's concurrency however slowly the worker starts its activities
     """
     LIVE["now"] += 1
     LIVE["peak"] = max(LIVE["peak"], LIVE["now"])
     try:
+        deadline = time.monotonic() + 30
+        while LIVE["peak"] < meet and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         if delay:
             await asyncio.sleep(delay)
         if x == fail_on:
@@ -73,7 +80,13 @@ REGISTRY = ToolRegistry([numbers, square, add])
 
 
 def map_plan(
-    n: int, *, concurrency: int = 4, delay: float = 0.0, fail_on: int = -1, **plan: Any
+    n: int,
+    *,
+    concurrency: int = 4,
+    delay: float = 0.0,
+    fail_on: int = -1,
+    meet: int = 0,
+    **plan: Any,
 ) -> dict[str, Any]:
     return {
         "steps": [
@@ -86,7 +99,8 @@ def map_plan(
                     "concurrency": concurrency,
                     "do": {
                         "tool": "square",
-                        "args": {"delay": delay, "fail_on": fail_on},
+                        "args": {"delay": delay, "fail_on": fail_on}
+                        | ({"meet": meet} if meet else {}),
                         "bind": {"x": "item"},
                     },
                 },
@@ -339,7 +353,7 @@ async def test_a_durable_map_runs_each_item_as_an_activity(
     agent_client: Client, task_queue: str
 ) -> None:
     result, history = await run_durable(
-        agent_client, task_queue, map_plan(50, concurrency=5, delay=0.02)
+        agent_client, task_queue, map_plan(50, concurrency=5, delay=0.02, meet=5)
     )
     squares = result.returned["squares"]
     assert [s["x"] for s in squares["results"]] == list(range(50))
@@ -411,13 +425,15 @@ async def test_progress_shows_a_running_maps_items(agent_client: Client, task_qu
             task_queue=task_queue,
             registry=REGISTRY,
         )
-        seen: dict[str, Any] = {}
-        for _ in range(100):
-            lines = {line["id"]: line for line in await handle.progress()}
-            if lines["squares"].get("items", {}).get("done", 0) >= 2:
-                seen = lines["squares"]["items"]
-                break
-            await asyncio.sleep(0.05)
+        lines = await until_progress(
+            handle,
+            lambda lines: any(
+                line["id"] == "squares" and line.get("items", {}).get("done", 0) >= 2
+                for line in lines
+            ),
+            what="two items done",
+        )
+        seen: dict[str, Any] = next(line for line in lines if line["id"] == "squares")["items"]
         await asyncio.wait_for(handle.result(), 60)
     assert seen["items"] == 8 and seen["running"] <= 2 and seen["failed"] == 0
 

@@ -12,13 +12,8 @@ worker, and the rest of the plan runs there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
 import sqlite3
-import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,125 +24,22 @@ from durable_plan.temporal import PlanHandle, start_plan
 from durable_plan.testing import model_calls
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
 from tests.crash_tools import (
-    LOG_ENV,
     crash_agent_plan,
     crash_map_plan,
     crash_plan,
     crash_registry,
 )
+from tests.worker_processes import (
+    RESULT_TIMEOUT_S,
+    in_flight,
+    kill_and_replace,
+    only_pending_activity,
+    read_log,
+    worker_processes,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-WORKER_SCRIPT = ROOT / "tests" / "crash_worker.py"
 STEPS = ["a", "b", "c1", "c2", "d", "e"]
-READY_TIMEOUT_S = 30.0
 KILL_POINT_TIMEOUT_S = 20.0
-RESULT_TIMEOUT_S = 60.0
-
-
-class WorkerProcess:
-    """One crash worker subprocess; its stderr goes to a file for post-mortems."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, stderr_path: Path) -> None:
-        self.proc = proc
-        self.stderr_path = stderr_path
-
-    def stderr_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.stderr_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    async def expect(self, word: bytes) -> None:
-        assert self.proc.stdout is not None
-        try:
-            line = await asyncio.wait_for(self.proc.stdout.readline(), READY_TIMEOUT_S)
-        except TimeoutError:
-            line = b""
-        if line.strip() != word:
-            self.kill()
-            await self.proc.wait()
-            pytest.fail(
-                f"crash worker did not print {word.decode()} (exit {self.proc.returncode}):\n"
-                f"{self.stderr_tail()}"
-            )
-
-    async def release(self) -> None:
-        """Let a ``--hold`` worker start polling; returns once it polls."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        await self.proc.stdin.drain()
-        await self.expect(b"READY")
-
-    def kill(self) -> None:
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()  # SIGKILL: no shutdown, no goodbye to the server
-
-
-@contextlib.asynccontextmanager
-async def worker_processes(
-    target: str, task_queue: str, log: Path, tmp: Path, *extra: str
-) -> AsyncIterator[Any]:
-    """Yields ``spawn(hold=False)``; every process spawned is SIGKILLed and reaped on exit."""
-    procs: list[WorkerProcess] = []
-    env = {
-        **os.environ,
-        LOG_ENV: str(log),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-        "PYTHONUNBUFFERED": "1",
-    }
-
-    async def spawn(hold: bool = False) -> WorkerProcess:
-        """A polling worker, or with ``hold`` one that is loaded and waits for ``release``."""
-        stderr_path = tmp / f"worker-{len(procs) + 1}.stderr"
-        cmd = [str(WORKER_SCRIPT), "--target", target, "--task-queue", task_queue, *extra]
-        with stderr_path.open("wb") as stderr:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                *cmd,
-                *(["--hold"] if hold else []),
-                cwd=ROOT,
-                env=env,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr,
-            )
-        worker = WorkerProcess(proc, stderr_path)
-        procs.append(worker)
-        await worker.expect(b"LOADED" if hold else b"READY")
-        return worker
-
-    try:
-        yield spawn
-    finally:
-        for worker in procs:
-            worker.kill()
-        for worker in procs:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(worker.proc.wait(), 10)
-
-
-def read_log(log: Path) -> list[dict[str, Any]]:
-    if not log.exists():
-        return []
-    lines = log.read_text().splitlines()
-    # The last line may be half-written while a worker appends to it.
-    return [json.loads(line) for line in lines if line.endswith("}")]
-
-
-def in_flight(entries: list[dict[str, Any]]) -> set[str]:
-    """Steps with a "start" line but no "done" line yet."""
-    started = {e["step"] for e in entries if e["event"] == "start"}
-    done = {e["step"] for e in entries if e["event"] == "done"}
-    return started - done
-
-
-async def only_pending_activity(handle: PlanHandle, target: str) -> bool:
-    """The server waits for ``target`` alone: no other activity, no workflow task."""
-    raw = (await handle.handle.describe()).raw_description
-    pending = {a.activity_id for a in raw.pending_activities}
-    return pending == {target} and not raw.HasField("pending_workflow_task")
 
 
 async def wait_for_kill_point(handle: PlanHandle, log: Path, target: str) -> None:
@@ -173,35 +65,6 @@ async def wait_for_kill_point(handle: PlanHandle, log: Path, target: str) -> Non
             pytest.fail(f"step {target} finished before the kill point was seen: {entries}")
         await asyncio.sleep(0.02)
     pytest.fail(f"step {target} never ran alone; log: {read_log(log)}")
-
-
-async def kill_and_replace(
-    spawn: Any, first: WorkerProcess, handle: PlanHandle, log: Path, kill_point: Any
-) -> tuple[WorkerProcess, Any]:
-    """SIGKILL ``first`` at ``kill_point``; a replacement, warmed up meanwhile, takes over.
-
-    Returns the replacement and the plan's result.
-    """
-    loading = asyncio.create_task(spawn(hold=True))
-    try:
-        await kill_point
-    except BaseException:
-        loading.cancel()
-        with contextlib.suppress(BaseException):
-            await loading
-        raise
-    first.kill()
-    await first.proc.wait()
-    second: WorkerProcess = await loading
-    await second.release()
-    try:
-        result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-    except TimeoutError:
-        pytest.fail(
-            f"plan did not finish after the crash; log: {read_log(log)}\n"
-            f"new worker stderr:\n{second.stderr_tail()}"
-        )
-    return second, result
 
 
 @pytest.mark.parametrize("killed", ["b", "c2", "e"], ids=["step2", "step4", "step6"])

@@ -248,5 +248,8 @@ async def test_cli_dev_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}" in text and f"http://127.0.0.1:{ui_port}" in text
     assert "Stopped." in text and "Traceback" not in text
     assert db.exists()
-    with socket.socket() as sock:  # the server itself is gone, not orphaned
+    # The server itself is gone, not orphaned: nothing listens on its port. (SO_REUSEADDR,
+    # as `DevServer` checks a port: free_port leaves the port in TIME_WAIT on purpose.)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))

@@ -26,6 +26,7 @@ from durable_plan.temporal import (
 )
 from durable_plan.tools import ToolRegistry
 from tests.case_tools import CASE_TOOLS, case_invoker
+from tests.helpers import phase_is, until_phase, until_progress
 from tests.plan_cases import PLAN_CASES, PlanCase
 
 
@@ -276,7 +277,7 @@ async def test_cancelled_plan_ends_cancelled(client: Client, task_queue: str) ->
     plan = {"steps": [{"id": "h", "tool": "hang", "args": {"seconds": 30}}]}
     async with durable_worker(client, task_queue):
         handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
-        await _wait_for_phase(handle, "h", "running")
+        await until_phase(handle, "h", "running")
         await handle.handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.handle.result()
@@ -297,7 +298,7 @@ async def test_progress_query_reports_the_ledger_so_far(client: Client, task_que
     }
     async with durable_worker(client, task_queue):
         handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
-        lines = await _wait_for_phase(handle, "wait", "running")
+        lines = await until_progress(handle, phase_is("wait", "running"))
         phases = {line["id"]: line["phase"] for line in lines}
         assert phases == {"fast": "ok", "wait": "running", "last": "pending"}
         assert lines[0]["attempts"] == 1
@@ -317,13 +318,9 @@ async def test_progress_shows_live_attempts_of_a_retrying_step(
         handle = await start_plan(
             client, plan, task_queue=task_queue, registry=REGISTRY, retry_initial_interval_s=1.0
         )
-        deadline = time.monotonic() + 15
-        line: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            [line] = await handle.progress()
-            if line["attempts"] >= 2:
-                break
-            await asyncio.sleep(0.05)
+        [line] = await until_progress(
+            handle, lambda lines: lines[0]["attempts"] >= 2, what="a second attempt", timeout_s=15
+        )
         assert line["phase"] == "running" and line["attempts"] >= 2
         assert "transient failure on attempt" in (line["error"] or "")
         result = await handle.result()
@@ -385,7 +382,7 @@ async def test_gated_step_waits_for_approval(client: Client, task_queue: str) ->
     plan = {"steps": [{"id": "rm", "tool": "delete_files", "args": {"path": "/tmp/x"}}]}
     async with durable_worker(client, task_queue):
         handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
-        await _wait_for_phase(handle, "rm", "awaiting_approval")
+        await until_phase(handle, "rm", "awaiting_approval")
         assert await handle.decide("rm", approved=True) == "approved"
         result = await handle.result()
     assert result.returned == {"rm": {"deleted": "/tmp/x"}}
@@ -400,7 +397,7 @@ async def test_rejected_step_fails_cleanly(client: Client, task_queue: str) -> N
     }
     async with durable_worker(client, task_queue):
         handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
-        await _wait_for_phase(handle, "rm", "awaiting_approval")
+        await until_phase(handle, "rm", "awaiting_approval")
         with pytest.raises(Exception, match="not awaiting approval"):
             await handle.decide("after", approved=True)
         await handle.decide("rm", approved=False, reason="never delete /")
@@ -408,17 +405,6 @@ async def test_rejected_step_fails_cleanly(client: Client, task_queue: str) -> N
     assert result.outcome("rm").status == "failed"
     assert result.outcome("rm").error == "rejected by a person: never delete /"
     assert result.outcome("after").status == "skipped"
-
-
-async def _wait_for_phase(handle: Any, step_id: str, phase: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 15
-    lines: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        lines = await handle.progress()
-        if any(line["id"] == step_id and line["phase"] == phase for line in lines):
-            return lines
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"step {step_id} never reached {phase}: {lines}")
 
 
 async def test_tool_can_default_to_local_activities(client: Client, task_queue: str) -> None:

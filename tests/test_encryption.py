@@ -43,6 +43,9 @@ from durable_plan.temporal import PlanHandle, PlanWorkflow, plan_worker, start_p
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.tools import ToolRegistry
+from tests.helpers import until_phase
+from tests.warm_python import WarmProcess
+from tests.worker_processes import warm_python
 
 ARG_SECRET = "acct-7731-ARGSECRET"
 RESULT_SECRET = "balance-RESULTSECRET-4410"
@@ -447,20 +450,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TICKET_TEXT = "charged twice for my subscription"  # read_ticket's result for ticket 7
 
 
-async def start_cli(*args: str, keys: Keyring | None) -> asyncio.subprocess.Process:
+async def start_cli(*args: str, keys: Keyring | None) -> WarmProcess:
+    """``python -m durable_plan ARGS`` in a process of its own whose environment holds the
+    keys (or none), forked from the launcher that imported the libraries once."""
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}
     if keys is not None:
         env[KEYS_ENV] = keys.to_text()
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "durable_plan",
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    launcher = await warm_python()
+    return await launcher.spawn("-m", "durable_plan", *args, env=env, cwd=ROOT, stderr="pipe")
 
 
 async def cli(*args: str, keys: Keyring | None) -> tuple[int, str, str]:
@@ -489,12 +486,12 @@ async def test_the_command_line_encrypts_with_the_keys_in_the_environment(
             "--no-worker", "--task-queue", task_queue, "--workflow-id", workflow_id, "-q",
             *where, keys=keys,
         )  # fmt: skip
-        shown = ""
-        for _ in range(100):
-            code, shown, err = await cli("show", workflow_id, *where, keys=keys)
-            if "awaiting" in shown:
-                break
-            await asyncio.sleep(0.2)
+        await until_phase(
+            encrypted_client(client, keys).get_workflow_handle(workflow_id),
+            "refund",
+            "awaiting_approval",
+        )
+        code, shown, err = await cli("show", workflow_id, *where, keys=keys)
         assert "awaiting" in shown, (shown, err)
         code, _out, err = await cli("approve", workflow_id, "refund", *where, keys=keys)
         assert code == 0, err

@@ -19,6 +19,7 @@ from durable_plan import expressions
 from durable_plan.errors import StepError
 from durable_plan.expressions import Budget, parse, parse_with_jsonata
 from durable_plan.limits import ExpressionLimits
+from tests.helpers import examples
 
 NAMES = st.one_of(
     st.sampled_from(
@@ -94,7 +95,7 @@ def _analysis(expr: expressions.Expression) -> tuple[Any, ...]:
     return (expr.refs, expr.dynamic, expr.paths, expr.functions, expr.required, expr.bare_names)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     names=st.lists(NAMES, min_size=0, max_size=4),
     prefix=st.sampled_from(["steps.", "steps", "$.steps.", " steps."]),
@@ -126,7 +127,7 @@ def paths_and_results(draw: st.DrawFn) -> tuple[list[str], dict[str, Any]]:
     return names, steps
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=paths_and_results(), limits=LIMITS)
 def test_plain_paths_evaluate_as_jsonata_does(
     case: tuple[list[str], dict[str, Any]], limits: ExpressionLimits

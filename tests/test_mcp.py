@@ -30,6 +30,7 @@ from durable_plan.mcp_tools import listed_tools, mcp_servers, mcp_tool_table, re
 from durable_plan.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call, output, say
+from tests.helpers import tool_results
 from tests.mcp_server import LOG_ENV
 from tests.mcp_support import LOCAL_TOOLS, tracker_client, triage
 from tests.mcp_workflows import McpAgentInput, McpAgentWorkflow
@@ -144,15 +145,6 @@ def calls(log: Path, tool: str, event: str = "done") -> list[dict[str, Any]]:
         return []
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.endswith("}")]
     return [e for e in lines if e["tool"] == tool and e["event"] == event]
-
-
-def tool_results(agent: Agent) -> list[Any]:
-    return [
-        block["toolResult"]
-        for message in agent.messages
-        for block in message["content"]
-        if "toolResult" in block
-    ]
 
 
 @pytest.fixture

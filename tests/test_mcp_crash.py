@@ -26,7 +26,7 @@ from durable_plan.mcp_tools import mcp_tool_table
 from durable_plan.temporal import PlanHandle, start_plan
 from tests.mcp_server import LOG_ENV
 from tests.mcp_support import LOCAL_TOOLS, tracker_client
-from tests.test_crash import kill_and_replace, only_pending_activity, worker_processes
+from tests.worker_processes import kill_and_replace, only_pending_activity, worker_processes
 
 STEP_TIMEOUT_S = 8.0  # the replacement starts its own MCP server inside the second call
 SLOW_S = 3.0  # long enough for the kill to land mid-call on a busy machine

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -33,6 +32,7 @@ from durable_plan.temporal.messages import ApprovalDecision
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools import ToolRegistry
+from tests.helpers import acli_subprocess, arun_cli, until_phase
 from tests.hooked_workflows import HookedAgentWorkflow, HookedInput
 
 RUNS: list[str] = []
@@ -268,15 +268,6 @@ async def test_the_workflow_refuses_a_plan_that_loosens_the_rules(
 # -- 4. approvals are for the arguments a person saw -----------------------------------------
 
 
-async def _phase(handle: Any, step: str, phase: str) -> dict[str, Any]:
-    for _ in range(200):
-        for line in await handle.progress():
-            if line["id"] == step and line["phase"] == phase:
-                return dict(line)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"step {step} never reached {phase}")
-
-
 async def test_an_early_approve_signal_is_refused_and_the_person_sees_the_bound_args(
     client: Client, task_queue: str
 ) -> None:
@@ -296,7 +287,7 @@ async def test_an_early_approve_signal_is_refused_and_the_person_sees_the_bound_
             # Sent while 'gate' still runs, so before 'rm' is reached: must not pre-approve it.
             await handle.handle.signal("approve_step", ApprovalDecision("rm", True, "early"))
             SLOW_GATE.set()
-            line = await _phase(handle, "rm", "awaiting_approval")
+            line = await until_phase(handle, "rm", "awaiting_approval")
             assert line["args"] == {"path": "slow.txt"}
             assert line["args_digest"] == args_digest({"path": "slow.txt"})
             assert any("not awaiting approval" in r for r in line.get("refused_decisions", []))
@@ -398,16 +389,8 @@ async def test_a_durable_plan_step_cancelled_by_the_agents_hook_fails_with_its_m
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "durable_plan",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
+    done = await arun_cli(*args)
+    return done.returncode, done.stdout, done.stderr
 
 
 async def test_the_cli_shows_the_arguments_awaiting_approval_and_decides(
@@ -424,12 +407,13 @@ async def test_the_cli_shows_the_arguments_awaiting_approval_and_decides(
     }
     async with plan_worker(client, task_queue=task_queue, registry=registry):
         handle = await start_plan(client, plan, task_queue=task_queue, registry=registry)
-        line = await _phase(handle, "rm", "awaiting_approval")
+        line = await until_phase(handle, "rm", "awaiting_approval")
         code, out, _ = await _cli("show", handle.id, "--address", temporal_target)
         assert code == 0
         assert 'arguments: {"path": "cli.txt"}' in out
         assert f"digest:    {line['args_digest']}" in out
-        code, _, err = await _cli(
+        # `decide` as a subprocess, the way a user starts it (the rest run in this process).
+        code, _, err = await acli_subprocess(
             "decide",
             handle.id,
             "rm",

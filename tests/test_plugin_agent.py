@@ -13,7 +13,8 @@ from strands.vended_interventions.hitl import HumanInTheLoop
 
 from durable_plan.plugin import WorkflowPlanPlugin
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
-from tests.plan_cases import GAME_MASTER_STEPS
+from tests.helpers import tool_results
+from tests.plan_cases import DRAGON_PLAN, GAME_MASTER_STEPS
 
 CALLS: list[str] = []
 BESTIARY = {"goblin": {"name": "goblin", "hp": 7, "armour": 15}}
@@ -84,15 +85,6 @@ def make_agent(script: list[TurnLike], **plugin_kwargs: Any) -> Agent:
     )
 
 
-def tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [
-        block["toolResult"]
-        for message in agent.messages
-        for block in message["content"]
-        if "toolResult" in block
-    ]
-
-
 @pytest.fixture(autouse=True)
 def _reset_calls() -> None:
     CALLS.clear()
@@ -135,11 +127,7 @@ def test_non_final_plan_returns_results_to_the_model() -> None:
 
 
 def test_failed_step_does_not_end_the_turn() -> None:
-    plan = {
-        "steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "dragon"}}],
-        "final": True,
-    }
-    agent = make_agent([call("submit_workflow_plan", **plan), say("No dragon here.")])
+    agent = make_agent([call("submit_workflow_plan", **DRAGON_PLAN), say("No dragon here.")])
     result = agent("attack the dragon")
     assert result.metrics.cycle_count == 2
     [report] = tool_results(agent)

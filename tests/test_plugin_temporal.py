@@ -11,9 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,15 +24,15 @@ from temporalio.strands_agents import StrandsPlugin
 from activities.scripts import ATTACK_PLAN, ROUND_PLAN, ROUND_PROMPT
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
+from tests.helpers import until_phase, until_progress
+from tests.plan_cases import DRAGON_PLAN
+from tests.warm_python import WarmProcess
+from tests.worker_processes import warm_python
 from worker import build_worker
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DRAGON_PLAN = {
-    "steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "dragon"}}],
-    "final": True,
-}
 BAD_PLAN = {
     "steps": [
         {"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}},
@@ -221,16 +218,8 @@ async def _wait_for_approval(
     client: Client, child_id: str, step_id: str
 ) -> WorkflowHandle[Any, Any]:
     child = client.get_workflow_handle(child_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            lines = await child.query("progress")
-        except Exception:
-            lines = []
-        if any(line["id"] == step_id and line["phase"] == "awaiting_approval" for line in lines):
-            return child
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{child_id}: step {step_id} never awaited approval")
+    await until_phase(child, step_id, "awaiting_approval", timeout_s=20)
+    return child
 
 
 async def test_gated_step_pauses_then_approved(agent_client: Client, task_queue: str) -> None:
@@ -318,7 +307,6 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
     task_queue = f"crash-gm-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "GAME_MASTER_TOOL_DELAY": "0.7", "PYTHONPATH": str(ROOT)}
     command = [
-        sys.executable,
         str(ROOT / "worker.py"),
         "--target",
         temporal_target,
@@ -329,32 +317,34 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
         temporal_target,
         plugins=[StrandsPlugin(models={"scripted": lambda: ScriptedModel(scripts=SCRIPTS)})],
     )
-    first = subprocess.Popen(command, env=env, cwd=ROOT)
-    second: subprocess.Popen[bytes] | None = None
+    launcher = await warm_python()  # each worker a forked `python worker.py`
+
+    async def spawn() -> WarmProcess:
+        return await launcher.spawn(*command, env=env, cwd=ROOT)
+
+    first = await spawn()
+    second: WarmProcess | None = None
     try:
         handle = await start(client, task_queue, ROUND_PROMPT)
         child = client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                phases = [line["phase"] for line in await child.query("progress")]
-            except Exception:
-                phases = []
-            if phases.count("ok") >= 4 and "running" in phases:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the child plan never got going")
+        await until_progress(
+            child,
+            lambda lines: (
+                [line["phase"] for line in lines].count("ok") >= 4
+                and any(line["phase"] == "running" for line in lines)
+            ),
+            what="the child plan under way",
+        )
         first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-        second = subprocess.Popen(command, env=env, cwd=ROOT)
+        await asyncio.wait_for(first.wait(), 10)
+        second = await spawn()
         output = await asyncio.wait_for(handle.result(), timeout=90)
         history = await handle.fetch_history()
     finally:
         for proc in (first, second):
-            if proc is not None and proc.poll() is None:
+            if proc is not None and proc.returncode is None:
                 proc.kill()
-                proc.wait(timeout=10)
+                await asyncio.wait_for(proc.wait(), 10)
     assert model_calls(history) == 1, "the model was asked again after the crash"
     assert json.loads(output.answer)["narrate"]["text"].startswith("The ogre staggers")
     child_result = await child.result()

@@ -24,9 +24,10 @@ from durable_plan.errors import PlanRejected
 from durable_plan.local import execute_plan
 from durable_plan.plan import PlanResult, StepStatus
 from durable_plan.scheduler import Scheduler
+from tests.helpers import examples
 
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=examples(200),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     database=None,

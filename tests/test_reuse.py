@@ -14,10 +14,9 @@ import contextlib
 import dataclasses
 import json
 import os
-import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from durable_plan.schema import plan_tool_description
 from durable_plan.temporal import PlanWorkflow, plan_worker
 from durable_plan.temporal.messages import PlanInput
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from tests.helpers import tool_results, until_phase
 from tests.reuse_workflows import (
     CALL_LOG_ENV,
     CLOCK_PROMPT,
@@ -55,6 +55,8 @@ from tests.reuse_workflows import (
     ReuseConversationWorkflow,
     calls,
 )
+from tests.warm_python import WarmProcess
+from tests.worker_processes import warm_python
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "histories"
@@ -69,15 +71,6 @@ def call_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv(CALL_LOG_ENV, str(log))
     return log
-
-
-def tool_results(agent: Agent) -> list[dict[str, Any]]:
-    return [
-        block["toolResult"]
-        for message in agent.messages
-        for block in message["content"]
-        if "toolResult" in block
-    ]
 
 
 def reused(result: PlanResult) -> dict[str, int | None]:
@@ -405,14 +398,8 @@ async def test_durable_prior_read_and_opt_out(
 
 async def wait_for_approval(client: Client, child_id: str, step_id: str) -> Any:
     child = client.get_workflow_handle(child_id)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            for line in await child.query("progress"):
-                if line["id"] == step_id and line["phase"] == "awaiting_approval":
-                    return child
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{child_id}: step {step_id} never awaited approval")
+    await until_phase(child, step_id, "awaiting_approval", timeout_s=20)
+    return child
 
 
 async def test_durable_gated_tool_is_never_reused(
@@ -465,45 +452,47 @@ async def test_stored_reuse_history_replays() -> None:
 # -- durable: the memory survives a worker kill between the two plans ------------------------
 
 
-@contextlib.contextmanager
-def worker_processes(target: str, task_queue: str, log: Path, tmp: Path) -> Iterator[Any]:
-    """Yields ``spawn()``: a reuse worker subprocess that polls; all are killed on exit."""
-    import subprocess
+@contextlib.asynccontextmanager
+async def worker_processes(
+    target: str, task_queue: str, log: Path, tmp: Path
+) -> AsyncIterator[Any]:
+    """Yields ``spawn()``: a reuse worker subprocess that polls; all are killed on exit.
 
-    procs: list[subprocess.Popen[bytes]] = []
+    Each is forked from the launcher that imported the libraries once (tests/warm_python.py).
+    """
+    procs: list[WarmProcess] = []
     env = {**os.environ, CALL_LOG_ENV: str(log), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    launcher = await warm_python()
 
-    def spawn() -> subprocess.Popen[bytes]:
-        stderr = (tmp / f"worker-{len(procs) + 1}.stderr").open("wb")
-        cmd = [sys.executable, str(ROOT / "tests" / "reuse_worker.py")]
-        proc = subprocess.Popen(
-            [*cmd, "--target", target, "--task-queue", task_queue],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
+    async def spawn() -> WarmProcess:
+        stderr_path = tmp / f"worker-{len(procs) + 1}.stderr"
+        with stderr_path.open("wb") as stderr:
+            proc = await launcher.spawn(
+                ROOT / "tests" / "reuse_worker.py",
+                *("--target", target, "--task-queue", task_queue),
+                env=env,
+                cwd=ROOT,
+                stderr=stderr,
+            )
         procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        assert line == b"READY", (tmp / f"worker-{len(procs)}.stderr").read_text()
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).strip()
+        assert line == b"READY", stderr_path.read_text()
         return proc
 
     try:
         yield spawn
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=10)
+            proc.kill()
+        for proc in procs:
+            await asyncio.wait_for(proc.wait(), 10)
 
 
 async def test_memory_survives_a_worker_kill_between_plans(
     agent_client: Client, temporal_target: str, task_queue: str, call_log: Path, tmp_path: Path
 ) -> None:
-    with worker_processes(temporal_target, task_queue, call_log, tmp_path) as spawn:
-        first = await asyncio.to_thread(spawn)
+    async with worker_processes(temporal_target, task_queue, call_log, tmp_path) as spawn:
+        first = await spawn()
         handle = await start(
             agent_client,
             task_queue,
@@ -519,8 +508,8 @@ async def test_memory_survives_a_worker_kill_between_plans(
         # The failed plan is over and its steps are remembered; the conversation waits for
         # the user. The worker holding it dies without a word.
         first.kill()
-        first.wait(timeout=10)
-        await asyncio.to_thread(spawn)
+        await asyncio.wait_for(first.wait(), 10)
+        await spawn()
         await handle.signal(ReuseConversationWorkflow.proceed)
         output = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
         history = await handle.fetch_history()

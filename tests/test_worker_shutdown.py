@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
+import time
 from pathlib import Path
 
 from temporalio.client import Client
 
 from activities.game_master import GAME_TOOLS
 from durable_plan.temporal import plan_worker, start_plan
+from tests.worker_processes import warm_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,17 +21,13 @@ async def test_sigterm_lets_the_running_step_finish(
     client: Client, temporal_target: str, task_queue: str
 ) -> None:
     env = {**os.environ, "GAME_MASTER_TOOL_DELAY": "1.5", "PYTHONUNBUFFERED": "1"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "worker.py"),
-        "--target",
-        temporal_target,
-        "--task-queue",
-        task_queue,
-        cwd=ROOT,
+    launcher = await warm_python()  # a forked `python worker.py` (tests/warm_python.py)
+    proc = await launcher.spawn(
+        ROOT / "worker.py",
+        *("--target", temporal_target, "--task-queue", task_queue),
         env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        cwd=ROOT,
+        stderr="stdout",
     )
     try:
         assert proc.stdout is not None
@@ -38,10 +35,12 @@ async def test_sigterm_lets_the_running_step_finish(
         assert b"worker polling" in line, line
         plan = {"steps": [{"id": "look", "tool": "look_up_monster", "args": {"name": "ogre"}}]}
         handle = await start_plan(client, plan, task_queue=task_queue, registry=GAME_TOOLS)
-        for _ in range(200):  # until the step runs on the subprocess worker
+        deadline = time.monotonic() + 30
+        while True:  # until the step runs on the subprocess worker
             raw = (await handle.handle.describe()).raw_description
             if any(a.HasField("last_started_time") for a in raw.pending_activities):
                 break
+            assert time.monotonic() < deadline, "the step never started on the worker"
             await asyncio.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         rest = await asyncio.wait_for(proc.stdout.read(), 30)

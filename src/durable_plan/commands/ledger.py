@@ -72,7 +72,10 @@ async def _show(args: argparse.Namespace) -> int:
         view = LiveView(console, title=f"plan {args.workflow_id}", hint=hint, appear_after=0)
         waiting = asyncio.ensure_future(_wait(handle))
         while not waiting.done():
-            with contextlib.suppress(RPCError):  # no worker answers now: keep the last view
+            # No worker answers now, or a plan that ends while it is queried took its worker
+            # with it (a `run` that served it exits): keep the last view; the next turn
+            # sees the end.
+            with contextlib.suppress(Exception):
                 view.update(await handle.progress(rpc_timeout=QUERY_TIMEOUT))
             await asyncio.wait([waiting], timeout=WATCH_INTERVAL_S)
         view.close()
