@@ -99,6 +99,13 @@ SLOW_TESTS = {
     "tests/test_owner_rules.py::test_the_cli_shows_the_arguments_awaiting_approval": "decide",
     "tests/test_encryption.py::test_the_command_line_encrypts_with_the_keys": "every command",
     "tests/test_encryption.py::test_the_readme_example_runs_with_the_keys_from_keygen": "",
+    # Issue 22's defects at the size they were found, and replays in another process.
+    "tests/test_conversation_guards.py::test_a_conversation_of_four_large_plans": "29 MB",
+    "tests/test_conversation_guards.py::test_a_step_past_the_relay_budget": "four large plans",
+    "tests/test_conversation_guards.py::test_a_slow_hook_and_an_agent_step": "replay, subprocess",
+    "tests/test_plan_guards.py::test_a_thousand_item_map": "1,000 activities",
+    "tests/test_store_scope.py": "sweep-store as a subprocess",
+    "tests/test_history_corpus.py::test_every_history_of_the_corpus_replays": "every corpus",
     # Crash: a worker subprocess SIGKILLed mid-conversation.
     "tests/test_reuse.py::test_memory_survives_a_worker_kill_between_plans": "crash",
     "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",

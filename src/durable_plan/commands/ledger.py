@@ -60,8 +60,6 @@ def show(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    from temporalio.service import RPCError
-
     client = await connect(args.address, args.namespace, encrypt=args.encrypt)
     handle, description = await plan_handle(client, args.workflow_id, args.address)
     if is_agent_step(description):
