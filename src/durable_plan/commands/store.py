@@ -13,7 +13,6 @@ query) and keeps every object of a plan that is; with no server it refuses, unle
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 
 from durable_plan.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
@@ -60,7 +59,20 @@ async def running_plans(args: argparse.Namespace) -> IsRunning:
 
 def sweep_store(args: argparse.Namespace) -> int:
     """Delete stored results older than ``--older-than`` whose plan is not running, and say
-    how many and where."""
+    how many and where (asking the server leaves through ``client_command``: the Temporal
+    client's runtime can abort the interpreter while it finalizes)."""
+    parse_duration(args.older_than)  # bad input is refused before anything is asked
+    if args.no_running_check:
+        return _sweep(args, None)
+    from durable_plan.commands.server import client_command
+
+    async def checked() -> int:
+        return _sweep(args, await running_plans(args))
+
+    client_command(checked())
+
+
+def _sweep(args: argparse.Namespace, is_running: IsRunning | None) -> int:
     older_than = parse_duration(args.older_than)
     try:
         store = store_from_env(args.store)
@@ -68,17 +80,16 @@ def sweep_store(args: argparse.Namespace) -> int:
         raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {exc}") from None
     if not isinstance(store, FileResultStore | S3ResultStore):
         raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {store!r} has no retention sweep")
-    is_running: IsRunning | None = None
-    if not args.no_running_check:
-        is_running = asyncio.run(running_plans(args))
     try:
         deleted = store.sweep(older_than_s=older_than, is_running=is_running)
     except Exception as exc:  # the store's own error (S3 credentials, permissions): one line
         raise CommandError(
             EXIT_BAD_INPUT, f"sweep-store: {store!r} could not be swept: {exc}"
         ) from None
-    kept = "" if args.no_running_check else ", keeping those of running plans"
-    print(f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}")
+    kept = "" if is_running is None else ", keeping those of running plans"
+    print(
+        f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}"
+    )
     return EXIT_OK
 
 
