@@ -33,8 +33,8 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, REPAIR_PROMPT, ROUND_PROMPT
-from durable_plan.activity_logs import one_line_activity_failures
-from durable_plan.connection import (
+from durable_plan.server.activity_logs import one_line_activity_failures
+from durable_plan.server.connection import (
     DEFAULT_ADDRESS,
     ServerSetupError,
     add_encryption_argument,
@@ -43,7 +43,7 @@ from durable_plan.connection import (
     run_script,
     workflow_url,
 )
-from durable_plan.devserver import DevServer, DevServerError, DevServerNotFound
+from durable_plan.server.devserver import DevServer, DevServerError, DevServerNotFound
 from durable_plan.temporal.client import no_worker_message, task_queue_has_pollers
 from durable_plan.temporal.failures import root_message
 from worker import TASK_QUEUE, build_worker, connect

@@ -27,16 +27,16 @@ from temporalio.worker import Worker
 
 from activities.game_master import GAME_TOOLS
 from activities.scripts import DEMO_SCRIPTS
-from durable_plan.activity_logs import one_line_activity_failures
-from durable_plan.connection import (
+from durable_plan.protect.encryption import is_encrypting
+from durable_plan.server.activity_logs import one_line_activity_failures
+from durable_plan.server.connection import (
     ServerSetupError,
     add_encryption_argument,
     add_server_arguments,
     default_address,
     run_script,
 )
-from durable_plan.connection import connect as connect_server
-from durable_plan.encryption import is_encrypting
+from durable_plan.server.connection import connect as connect_server
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
 from workflows.game_master import GameMasterWorkflow

@@ -15,7 +15,7 @@ import asyncio
 import os
 from typing import Any
 
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 BESTIARY: dict[str, dict[str, Any]] = {
     "goblin": {"name": "goblin", "hp": 7, "armour": 15},

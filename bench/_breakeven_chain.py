@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durable_plan.testing import TurnLike, call, say
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 MAX_DEPTH = 6
 PLAN_TOOL = "submit_workflow_plan"

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
     from bench._breakeven_chain import CHAIN_TOOLS
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
 
 SYSTEM_PROMPT = (

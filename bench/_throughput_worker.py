@@ -18,9 +18,9 @@ from typing import Any
 from temporalio.client import Client
 
 from bench._baseline import BareDag, bare_noop, bare_sum
-from durable_plan.connection import run_script
+from durable_plan.server.connection import run_script
 from durable_plan.temporal.worker import plan_worker
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 
 async def step(n: int) -> dict[str, Any]:

@@ -57,6 +57,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from durable_plan.connection import exit_now
+    from durable_plan.server.connection import exit_now
 
     exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

@@ -17,7 +17,7 @@ measures ours alone.
     the engine: validation, dependency analysis, bindings, scheduling, the ledger.
     ``chain-8`` and ``chain-32`` bind each step to the one before
     (``steps.s3.v``); ``fan-32+join`` is a source, 32 steps reading it and a join
-    reading all 32 in one array expression. Ours: ``durable_plan.local.execute_plan``;
+    reading all 32 in one array expression. Ours: ``durable_plan.local.runner.execute_plan``;
     the reference: ``WorkflowPlan.model_validate`` then its ``execute_plan`` (what its
     plugin does). Both must return the same values ("same results").
 (b) The Strands integrations: a plain ``strands.Agent`` driven by the scripted model
@@ -131,7 +131,7 @@ def expected(plan: Plan) -> dict[str, Any]:
 
 
 async def run_ours(plan: Plan) -> Mapping[str, Any]:
-    from durable_plan.local import execute_plan
+    from durable_plan.local.runner import execute_plan
 
     result = await execute_plan(plan, instant, max_steps=MAX_STEPS)
     return result.returned if result.ok else {"failed": result.failures}
@@ -272,7 +272,7 @@ def _answer(agent: Any) -> Any:
 async def agent_ours(plan: Plan, tools: list[Any]) -> Any:
     from strands import Agent
 
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.testing import ScriptedModel, call, say
 
     model = ScriptedModel([call("submit_workflow_plan", **plan), say("done")])
@@ -591,6 +591,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from durable_plan.connection import exit_now
+    from durable_plan.server.connection import exit_now
 
     exit_now(main())  # no interpreter finalization: temporalio/sdk-python#300

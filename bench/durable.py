@@ -44,13 +44,13 @@ from temporalio.client import Client
 
 from bench._baseline import BareChain, BareInput, bare_noop
 from bench._report import command_line, machine_line, markdown_table, server_version
-from durable_plan.connection import exit_now
-from durable_plan.devserver import DevServer
-from durable_plan.local import execute_plan
-from durable_plan.plan import PlanResult
+from durable_plan.language.plan import PlanResult
+from durable_plan.local.runner import execute_plan
+from durable_plan.server.connection import exit_now
+from durable_plan.server.devserver import DevServer
 from durable_plan.temporal.client import start_plan
 from durable_plan.temporal.worker import plan_worker
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 SLOW_S = 0.25
 MODES = ("in-process", "activity", "local")

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench._report import command_line, machine_line, markdown_table
-from durable_plan.check import check_plan
-from durable_plan.local import execute_plan
+from durable_plan.check.checker import check_plan
+from durable_plan.local.runner import execute_plan
 
 SIZES = (8, 32, 256)
 MAX_STEPS = 256

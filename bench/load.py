@@ -11,8 +11,8 @@ import os
 import uuid
 
 from bench._report import command_line, key_value_table, machine_line, server_version
-from durable_plan.connection import exit_now
-from durable_plan.devserver import DevServer
+from durable_plan.server.connection import exit_now
+from durable_plan.server.devserver import DevServer
 from tests.load_harness import run_load
 
 

@@ -101,9 +101,9 @@ def ours(count: int, *, registry: bool) -> dict[str, Any]:
     """Our plan tool's spec on a plain agent with ``count`` tools (``registry``: given one)."""
     from strands import Agent
 
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.testing import ScriptedModel
-    from durable_plan.tools import ToolRegistry
+    from durable_plan.tools.registry import ToolRegistry
 
     tools = _tools(count)
     plugin = WorkflowPlanPlugin(registry=ToolRegistry(tools) if registry else None)

@@ -44,8 +44,8 @@ from temporalio.client import Client
 from bench._baseline import BareDag, BareDagInput
 from bench._report import command_line, machine_line, server_version
 from bench._throughput_worker import REGISTRY
-from durable_plan.connection import exit_now
-from durable_plan.devserver import DevServer
+from durable_plan.server.connection import exit_now
+from durable_plan.server.devserver import DevServer
 from durable_plan.temporal.client import start_plan
 
 ARMS = ("plan", "plan-l", "bare", "bare-l")

@@ -35,11 +35,11 @@ from temporalio.client import Client  # noqa: E402
 from temporalio.strands_agents import StrandsPlugin  # noqa: E402
 
 import durable_plan  # noqa: E402
-from durable_plan.devserver import DevServer  # noqa: E402
-from durable_plan.encryption import EncryptionPlugin, Keyring, new_key  # noqa: E402
-from durable_plan.mcp_tools import mcp_tool_table  # noqa: E402
+from durable_plan.protect.encryption import EncryptionPlugin, Keyring, new_key  # noqa: E402
+from durable_plan.server.devserver import DevServer  # noqa: E402
 from durable_plan.temporal import plan_worker, start_plan  # noqa: E402
 from durable_plan.testing import ScriptedModel  # noqa: E402
+from durable_plan.tools.mcp import mcp_tool_table  # noqa: E402
 from tests.corpus.workflows import (  # noqa: E402
     ATTACK,
     CORPUS_TOOLS,
@@ -430,6 +430,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from durable_plan.connection import exit_now
+    from durable_plan.server.connection import exit_now
 
     exit_now(main())

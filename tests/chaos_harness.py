@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from durable_plan.devserver import DevServer, free_port
+from durable_plan.server.devserver import DevServer, free_port
 from durable_plan.temporal import PlanHandle, start_plan
 from tests.crash_tools import (
     LOG_ENV,

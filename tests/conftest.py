@@ -32,7 +32,7 @@ import pytest
 from hypothesis import settings
 from temporalio.client import Client
 
-from durable_plan.devserver import DevServer, DevServerNotFound
+from durable_plan.server.devserver import DevServer, DevServerNotFound
 
 # -- Hypothesis profiles -------------------------------------------------------------------
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from durable_plan.exactly_once import SQLiteEffects, exactly_once
 from durable_plan.temporal import current_step
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.exactly_once import SQLiteEffects, exactly_once
+from durable_plan.tools.registry import ToolRegistry
 
 LOG_ENV = "DURABLE_PLAN_CRASH_LOG"
 HEARTBEAT_TIMEOUT_S = 1.0

@@ -182,7 +182,7 @@ _users = 0
 
 
 def _exit_command(status: int | None = 0) -> None:
-    """``durable_plan.connection.exit_now`` for an in-process command: flush, and end the
+    """``durable_plan.server.connection.exit_now`` for an in-process command: flush, and end the
     command (not the process) with its status."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -193,7 +193,7 @@ def _exit_command(status: int | None = 0) -> None:
 def _captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
     """This thread's stdout and stderr, captured; ``exit_now`` ends only the command."""
     global _users
-    import durable_plan.commands.server as server_commands
+    import durable_plan.cli.commands.server as server_commands
 
     out, err = io.StringIO(), io.StringIO()
     me = threading.get_ident()
@@ -212,7 +212,7 @@ def _captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
             _users -= 1
             if _users == 0:
                 sys.stdout, sys.stderr = _streams[0].fallback, _streams[1].fallback
-                from durable_plan.connection import exit_now
+                from durable_plan.server.connection import exit_now
 
                 server_commands.exit_now = exit_now
                 _streams.clear()
@@ -240,7 +240,7 @@ def _environment(env: Mapping[str, str | None] | None) -> Iterator[None]:
 
 
 def _main_in_this_thread(args: Sequence[str], env: Mapping[str, str | None] | None) -> Ran:
-    from durable_plan.cli import main
+    from durable_plan.cli.main import main
 
     code: int | str | None
     with _environment(env), contextlib.chdir(ROOT), _captured() as (out, err):
@@ -256,7 +256,7 @@ def _main_in_this_thread(args: Sequence[str], env: Mapping[str, str | None] | No
 
 
 def run_cli(*args: str, env: Mapping[str, str | None] | None = None) -> Ran:
-    """``durable-plan ARGS`` in this process: ``durable_plan.cli.main`` with its output
+    """``durable-plan ARGS`` in this process: ``durable_plan.cli.main.main`` with its output
     captured, reported as a subprocess would be, without a new interpreter's seconds of
     imports.
 

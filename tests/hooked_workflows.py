@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
     from activities.game_master import GAME_TOOLS
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
 
 

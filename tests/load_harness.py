@@ -17,11 +17,11 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.strands_agents import StrandsPlugin
 
-from durable_plan.devserver import DevServer
+from durable_plan.server.devserver import DevServer
 from durable_plan.temporal import PlanHandle, plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, call
 from durable_plan.testing.scripted_model import output
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 
 async def step(n: int) -> dict[str, Any]:

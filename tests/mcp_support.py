@@ -16,7 +16,7 @@ from mcp import StdioServerParameters
 from mcp.client.stdio import stdio_client
 from strands.tools.mcp import MCPClient
 
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 SERVER_SCRIPT = Path(__file__).resolve().parent / "mcp_server.py"
 

@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent, TemporalMCPClient
 
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
     from durable_plan.temporal.failures import root_message
     from tests.mcp_support import LOCAL_TOOLS

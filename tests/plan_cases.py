@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from durable_plan.plan import StepStatus
+from durable_plan.language.plan import StepStatus
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ with workflow.unsafe.imports_passed_through():
     from strands.hooks import AfterToolCallEvent, BeforeToolCallEvent
     from temporalio.strands_agents import TemporalAgent
 
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
-    from durable_plan.tools import ToolRegistry
+    from durable_plan.tools.registry import ToolRegistry
 
 CALLS: collections.Counter[str] = collections.Counter()
 """Calls of each tool (the tests' workers run in the test process)."""

@@ -21,10 +21,10 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
     from durable_plan.testing import TurnLike, call, say
-    from durable_plan.tools import ToolRegistry
+    from durable_plan.tools.registry import ToolRegistry
 
 CALL_LOG_ENV = "REUSE_CALL_LOG"
 

@@ -18,14 +18,14 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 
-from durable_plan.errors import PlanRejected
-from durable_plan.local import execute_plan
-from durable_plan.plan import PlanResult
+from durable_plan.language.errors import PlanRejected
+from durable_plan.language.plan import PlanResult
+from durable_plan.local.runner import execute_plan
 from durable_plan.temporal import PlanHandle, PlanWorkflow, plan_worker, start_plan
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import output
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from tests.helpers import until_progress
 
 CALLS: list[str] = []
@@ -408,7 +408,7 @@ async def test_progress_shows_an_agent_steps_round(agent_client: Client, task_qu
 def test_a_plain_agents_plan_runs_an_agent_step_on_the_agents_model() -> None:
     from strands import Agent, tool
 
-    from durable_plan.plugin import WorkflowPlanPlugin
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
 
     plan = morale_plan()
     scripts = {

@@ -28,7 +28,7 @@ from bench.breakeven import (
     scripted_models,
     sent_text,
 )
-from durable_plan.local import execute_plan
+from durable_plan.local.runner import execute_plan
 
 
 @pytest.fixture(scope="module")

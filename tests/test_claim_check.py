@@ -22,10 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHistory
 from temporalio.worker import Replayer
 
-from durable_plan.devserver import free_port
-from durable_plan.plan import PlanResult
-from durable_plan.references import is_reference
-from durable_plan.result_store import (
+from durable_plan.language.plan import PlanResult
+from durable_plan.protect.result_store import (
     FileResultStore,
     ResultStore,
     S3ResultStore,
@@ -34,8 +32,10 @@ from durable_plan.result_store import (
     result_key,
     store_from_env,
 )
+from durable_plan.run.references import is_reference
+from durable_plan.server.devserver import free_port
 from durable_plan.temporal import PlanWorkflow, plan_worker, run_plan, start_plan
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from tests.helpers import until_phase
 
 MIB = 1024 * 1024
@@ -393,7 +393,7 @@ async def _chain(client: Client, workflow_id: str) -> str:
 
 async def test_forged_references_are_refused(tmp_path: Path) -> None:
     """A plan can write a reference-shaped literal; only its own plan's keys resolve."""
-    from durable_plan.references import reference
+    from durable_plan.run.references import reference
     from durable_plan.temporal.claim_check import ClaimCheckError, resolve_args
 
     store = FileResultStore(tmp_path)

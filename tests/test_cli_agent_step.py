@@ -26,7 +26,7 @@ from temporalio.strands_agents import StrandsPlugin
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call
 from durable_plan.testing.scripted_model import output
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parent.parent
 SUMMONED: list[str] = []

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from durable_plan.devserver import DevServer
+from durable_plan.server.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = ROOT / "examples" / "plans"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_plan.plan_file import (
+from durable_plan.cli.plan_file import (
     PlanFileError,
     check_plan_file,
     input_names_read,
@@ -300,7 +300,7 @@ def test_not_a_mapping(tmp_path: Path) -> None:
 def test_version_and_validate_import_neither_strands_nor_the_temporal_client() -> None:
     probe = (
         "import sys, contextlib, io\n"
-        "from durable_plan.cli import main\n"
+        "from durable_plan.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    code = main(['validate', {str(PLANS[0])!r}])\n"
         "heavy = [m for m in ('strands', 'temporalio.client', 'boto3') if m in sys.modules]\n"

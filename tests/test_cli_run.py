@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from durable_plan.devserver import free_port
+from durable_plan.server.devserver import free_port
 from tests.helpers import acli_subprocess, arun_cli, cli_subprocess, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

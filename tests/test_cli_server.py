@@ -22,7 +22,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from durable_plan.devserver import free_port
+from durable_plan.server.devserver import free_port
 from tests.helpers import acli_subprocess, arun_cli, finish, phase_is, spawn_cli, until_progress
 
 ROOT = Path(__file__).resolve().parent.parent

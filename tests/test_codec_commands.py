@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from durable_plan.devserver import free_port
+from durable_plan.server.devserver import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 UI = "http://localhost:8233"

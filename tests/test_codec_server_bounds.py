@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-from durable_plan.codec_server import (
+from durable_plan.protect.codec_server import (
     MAX_BODY_BYTES,
     MAX_PAYLOADS,
     CodecServer,
 )
-from durable_plan.encryption import Keyring, new_key
+from durable_plan.protect.encryption import Keyring, new_key
 
 ROOT = Path(__file__).resolve().parent.parent
 UI = "http://localhost:8233"

@@ -19,14 +19,14 @@ from temporalio.client import Client
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 
-from durable_plan.errors import PlanRejected
-from durable_plan.local import execute_plan
-from durable_plan.plan import PlanResult
+from durable_plan.language.errors import PlanRejected
+from durable_plan.language.plan import PlanResult
+from durable_plan.local.runner import execute_plan
 from durable_plan.temporal import PlanWorkflow, plan_worker, start_plan
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.testing import ScriptedModel, call
 from durable_plan.testing.scripted_model import output
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from tests.helpers import until_progress
 
 LIVE = {"now": 0, "peak": 0}

@@ -28,8 +28,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.strands_agents import StrandsPlugin, TemporalAgent
 from temporalio.worker import Worker
 
-from durable_plan.hooks import ToolHooks
-from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.run.hooks import ToolHooks
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.temporal.messages import HOOK_REQUEST_SIGNAL
 from durable_plan.testing import ScriptedModel, TurnLike, call, output, say, turn

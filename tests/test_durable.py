@@ -14,8 +14,8 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from durable_plan.errors import PlanRejected
-from durable_plan.local import execute_plan
+from durable_plan.language.errors import PlanRejected
+from durable_plan.local.runner import execute_plan
 from durable_plan.temporal import (
     PlanInput,
     PlanWorkflow,
@@ -24,7 +24,7 @@ from durable_plan.temporal import (
     run_plan,
     start_plan,
 )
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from tests.case_tools import CASE_TOOLS, case_invoker
 from tests.helpers import phase_is, until_phase, until_progress
 from tests.plan_cases import PLAN_CASES, PlanCase

@@ -25,8 +25,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
-from durable_plan.codec_server import CodecServer
-from durable_plan.encryption import (
+from durable_plan.protect.codec_server import CodecServer
+from durable_plan.protect.encryption import (
     ENCODING,
     KEY_ID_KEY,
     KEYS_ENV,
@@ -42,7 +42,7 @@ from durable_plan.encryption import (
 from durable_plan.temporal import PlanHandle, PlanWorkflow, plan_worker, start_plan
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from tests.helpers import until_phase
 from tests.warm_python import WarmProcess
 from tests.worker_processes import warm_python

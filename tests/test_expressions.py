@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from durable_plan import expressions
-from durable_plan.errors import StepError
 from durable_plan.expressions import Expression, ExpressionSyntaxError, evaluate, parse
+from durable_plan.language.errors import StepError
 
 SCOPE: dict[str, Any] = {
     "steps": {

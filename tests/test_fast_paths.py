@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from durable_plan import expressions
-from durable_plan.errors import StepError
 from durable_plan.expressions import Budget, parse, parse_with_jsonata
-from durable_plan.limits import ExpressionLimits
+from durable_plan.expressions import analysis as expression_analysis
+from durable_plan.language.errors import StepError
+from durable_plan.language.limits import ExpressionLimits
 from tests.helpers import examples
 
 NAMES = st.one_of(
@@ -134,7 +135,7 @@ def test_plain_paths_evaluate_as_jsonata_does(
 ) -> None:
     names, steps = case
     source = "steps." + ".".join(names)
-    if expressions._simple_path(source) is None:
+    if expression_analysis._simple_path(source) is None:
         return  # a keyword or a non-ASCII name: JSONata handles it, no shortcut
     fast = parse(source)
     reference = parse_with_jsonata(source)

@@ -37,7 +37,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from durable_plan.plan import DEFAULT_MAX_STEPS
+from durable_plan.language.plan import DEFAULT_MAX_STEPS
 from tests.fuzz_harness import (
     BIG_MAX_STEPS,
     BUDGET_BLIND,

@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.strands_agents import StrandsPlugin
 
-from durable_plan.encryption import EncryptionPlugin, Keyring
+from durable_plan.protect.encryption import EncryptionPlugin, Keyring
 from durable_plan.temporal.replay import replay
 from tests.corpus.workflows import CorpusConversation
 

@@ -23,12 +23,12 @@ from temporalio.exceptions import ApplicationError
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Worker
 
-from durable_plan.limits import MAX_ERROR_CHARS
-from durable_plan.plan import PlanResult
+from durable_plan.language.limits import MAX_ERROR_CHARS
+from durable_plan.language.plan import PlanResult
 from durable_plan.temporal import plan_worker, run_plan, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, model_calls, say
 from durable_plan.testing.scripted_model import ToolCall
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from worker import build_worker
 from workflows.game_master import GameMasterInput, GameMasterWorkflow
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from durable_plan.limits import MAX_ERROR_CHARS, ExpressionLimits
-from durable_plan.local import execute_plan
-from durable_plan.plan import PlanResult
+from durable_plan.language.limits import MAX_ERROR_CHARS, ExpressionLimits
+from durable_plan.language.plan import PlanResult
+from durable_plan.local.runner import execute_plan
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
 
@@ -120,8 +120,8 @@ async def test_the_budget_is_plan_wide() -> None:
 
 
 async def test_limits_are_configurable_per_run() -> None:
-    from durable_plan.check import check_plan
-    from durable_plan.engine import PlanRun
+    from durable_plan.check.checker import check_plan
+    from durable_plan.run.engine import PlanRun
 
     checked = check_plan(one_binding("$sum([1..500])"))
     run_ = PlanRun(checked, ExpressionLimits(max_array=100))

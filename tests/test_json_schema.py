@@ -3,7 +3,7 @@
 Issue 22 (6): an agent step's ``output_schema`` was validated with Python's ``re``, so
 ``{"pattern": "^(a|a)+$"}`` and an answer of forty ``a`` and a ``!`` froze a worker; a plan
 file's inputs schema hung ``durable-plan run`` the same way; ``{"$ref": "#"}`` was a
-2,000-line RecursionError. Every schema now goes through ``durable_plan.json_schema``.
+2,000-line RecursionError. Every schema now goes through ``durable_plan.check.json_schema``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from durable_plan.agent_loop import output_model
-from durable_plan.check import check_plan
-from durable_plan.errors import PlanRejected
-from durable_plan.json_schema import MAX_SCHEMA_STEPS, schema_problems, validator_for
-from durable_plan.plan_file import PlanFileError, load_plan_file, resolve_inputs
+from durable_plan.check.checker import check_plan
+from durable_plan.check.json_schema import MAX_SCHEMA_STEPS, schema_problems, validator_for
+from durable_plan.cli.plan_file import PlanFileError, load_plan_file, resolve_inputs
+from durable_plan.language.errors import PlanRejected
+from durable_plan.run.agent_loop import output_model
 
 BACKTRACKING = "^(a|a)+$"
 EVIL = "a" * 40 + "!"  # Python's re needs about 2**40 steps for this

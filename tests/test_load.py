@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from durable_plan.devserver import DevServer
+from durable_plan.server.devserver import DevServer
 from tests.load_harness import run_load
 
 

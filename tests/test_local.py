@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from durable_plan.errors import PlanRejected
-from durable_plan.local import execute_plan
-from durable_plan.plan import Plan, PlanResult
+from durable_plan.language.errors import PlanRejected
+from durable_plan.language.plan import Plan, PlanResult
+from durable_plan.local.runner import execute_plan
 from tests.case_tools import CASE_TOOLS, case_invoker
 from tests.plan_cases import CASES_BY_NAME, PLAN_CASES, PlanCase
 

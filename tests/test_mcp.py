@@ -25,11 +25,11 @@ from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 
 from durable_plan import check_plan
-from durable_plan.errors import PlanRejected
-from durable_plan.mcp_tools import listed_tools, mcp_servers, mcp_tool_table, result_json
-from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.language.errors import PlanRejected
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call, output, say
+from durable_plan.tools.mcp import listed_tools, mcp_servers, mcp_tool_table, result_json
 from tests.helpers import tool_results
 from tests.mcp_server import LOG_ENV
 from tests.mcp_support import LOCAL_TOOLS, tracker_client, triage

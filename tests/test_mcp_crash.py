@@ -22,8 +22,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from durable_plan.mcp_tools import mcp_tool_table
 from durable_plan.temporal import PlanHandle, start_plan
+from durable_plan.tools.mcp import mcp_tool_table
 from tests.mcp_server import LOG_ENV
 from tests.mcp_support import LOCAL_TOOLS, tracker_client
 from tests.worker_processes import kill_and_replace, only_pending_activity, worker_processes

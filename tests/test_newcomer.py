@@ -26,13 +26,13 @@ from temporalio.service import RPCError
 import worker as worker_script
 from activities.game_master import GAME_TOOLS
 from activities.scripts import ATTACK_PLAN, MORALE_PROMPT, ROUND_PLAN, ROUND_PROMPT
-from durable_plan.check import check_plan
-from durable_plan.connection import default_ui_url, workflow_url
-from durable_plan.devserver import free_port
+from durable_plan.check.checker import check_plan
+from durable_plan.server.connection import default_ui_url, workflow_url
+from durable_plan.server.devserver import free_port
 from durable_plan.temporal import plan_worker, run_plan, start_plan
 from durable_plan.temporal.client import NoWorkerError, NoWorkerWarning
 from durable_plan.temporal.failures import root_message
-from durable_plan.ui_summary import (
+from durable_plan.temporal.ui_summary import (
     MAX_DETAIL_ROWS,
     MAX_SUMMARY_CHARS,
     StepSummaries,

@@ -23,15 +23,15 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.strands_agents import StrandsPlugin
 
 from activities.game_master import GAME_TOOLS
-from durable_plan.approval import args_digest
-from durable_plan.errors import PlanRejected
-from durable_plan.local import execute_plan
-from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.language.errors import PlanRejected
+from durable_plan.local.runner import execute_plan
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import PlanWorkflow, plan_input, plan_worker, start_plan
 from durable_plan.temporal.messages import ApprovalDecision
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from durable_plan.testing.scripted_model import output
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.approval import args_digest
+from durable_plan.tools.registry import ToolRegistry
 from tests.helpers import acli_subprocess, arun_cli, until_phase
 from tests.hooked_workflows import HookedAgentWorkflow, HookedInput
 

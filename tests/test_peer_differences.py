@@ -18,13 +18,13 @@ from strands.types.tools import ToolContext
 from strands.vended_interventions.hitl import HumanInTheLoop
 from temporalio.client import Client
 
-from durable_plan.check import check_plan
-from durable_plan.errors import REJECTION_HEADER, PlanRejected
-from durable_plan.local import execute_plan
-from durable_plan.plugin import MAX_RESULTS_KEPT, WorkflowPlanPlugin
+from durable_plan.check.checker import check_plan
+from durable_plan.language.errors import REJECTION_HEADER, PlanRejected
+from durable_plan.local.runner import execute_plan
+from durable_plan.strands.plugin import MAX_RESULTS_KEPT, WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, run_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 RUNS: list[str] = []
 

@@ -27,8 +27,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.strands_agents import StrandsPlugin
 
 from durable_plan import ToolRegistry, check_plan, execute_plan
-from durable_plan.errors import PlanRejected
-from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.language.errors import PlanRejected
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call, output, say
 
@@ -245,7 +245,7 @@ async def test_start_plan_refuses_a_model_the_owner_did_not_allow(
 
 
 def test_the_allow_list_takes_patterns_and_the_default_model_needs_no_name() -> None:
-    from durable_plan.check import ToolCatalog
+    from durable_plan.check.checker import ToolCatalog
 
     catalog = ToolCatalog({}, default_model="haiku", models=["fast-*"])
     check_plan(agent_step(None), catalog=catalog)

@@ -11,7 +11,7 @@ import pytest
 from strands import Agent, tool
 from strands.vended_interventions.hitl import HumanInTheLoop
 
-from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from tests.helpers import tool_results
 from tests.plan_cases import DRAGON_PLAN, GAME_MASTER_STEPS

@@ -19,11 +19,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
-from durable_plan.errors import PlanRejected
-from durable_plan.local import execute_plan
-from durable_plan.plan import PlanResult, StepStatus
-from durable_plan.scheduler import Scheduler
+from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.language.errors import PlanRejected
+from durable_plan.language.plan import PlanResult, StepStatus
+from durable_plan.local.runner import execute_plan
+from durable_plan.run.scheduler import Scheduler
 from tests.helpers import examples
 
 SETTINGS = settings(

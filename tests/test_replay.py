@@ -26,9 +26,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from durable_plan.plan import PlanResult
+from durable_plan.language.plan import PlanResult
 from durable_plan.temporal import PlanWorkflow, current_step, plan_worker, start_plan
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 FIXTURES = Path(__file__).parent / "fixtures" / "histories"
 RECORD_ENV = "DURABLE_PLAN_RECORD_HISTORIES"

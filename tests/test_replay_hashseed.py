@@ -36,9 +36,9 @@ from typing import Any
 from temporalio.client import Client, WorkflowHistory
 
 import durable_plan
-from durable_plan.plan import PlanResult
+from durable_plan.language.plan import PlanResult
 from durable_plan.temporal import plan_worker
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 from tests.test_replay import inc, run_and_fetch, statuses
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,7 +183,7 @@ from pathlib import Path
 
 import durable_plan
 from durable_plan import expressions
-from durable_plan.engine import PlanRun
+from durable_plan.run.engine import PlanRun
 from durable_plan.temporal import PlanWorkflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer

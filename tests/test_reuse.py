@@ -27,16 +27,16 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 
-from durable_plan.approval import ApprovalPolicy
-from durable_plan.check import check_plan
-from durable_plan.errors import PlanRejected
-from durable_plan.plan import PlanResult
-from durable_plan.plugin import WorkflowPlanPlugin
-from durable_plan.reuse import Recall, Remembered, StepMemory, args_key, reusable_tools
-from durable_plan.schema import plan_tool_description
+from durable_plan.check.checker import check_plan
+from durable_plan.language.errors import PlanRejected
+from durable_plan.language.plan import PlanResult
+from durable_plan.language.schema import plan_tool_description
+from durable_plan.run.reuse import Recall, Remembered, StepMemory, args_key, reusable_tools
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import PlanWorkflow, plan_worker
 from durable_plan.temporal.messages import PlanInput
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from durable_plan.tools.approval import ApprovalPolicy
 from tests.helpers import tool_results, until_phase
 from tests.reuse_workflows import (
     CALL_LOG_ENV,

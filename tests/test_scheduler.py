@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from durable_plan.plan import Join, OnError, StepStatus
-from durable_plan.scheduler import Scheduler
+from durable_plan.language.plan import Join, OnError, StepStatus
+from durable_plan.run.scheduler import Scheduler
 
 
 def make(

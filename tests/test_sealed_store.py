@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from durable_plan.encryption import Keyring, encrypted_client, new_key
-from durable_plan.result_store import OWNER, FileResultStore, StoredResultUnreadable
-from durable_plan.sealed_store import SEAL_MARKER, SealedResultStore
+from durable_plan.protect.encryption import Keyring, encrypted_client, new_key
+from durable_plan.protect.result_store import OWNER, FileResultStore, StoredResultUnreadable
+from durable_plan.protect.sealed_store import SEAL_MARKER, SealedResultStore
 from durable_plan.temporal import plan_worker, run_plan
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 SECRET = "the dragon sleeps under the mill"
 

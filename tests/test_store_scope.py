@@ -18,9 +18,9 @@ from typing import Any
 
 from temporalio.client import Client
 
-from durable_plan.result_store import OWNER, FileResultStore
+from durable_plan.protect.result_store import OWNER, FileResultStore
 from durable_plan.temporal import plan_worker, start_plan
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 
 async def report(kib: int) -> str:

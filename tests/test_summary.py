@@ -8,10 +8,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from durable_plan.local import execute_plan
-from durable_plan.plan import PlanResult, StepOutcome
-from durable_plan.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
-from durable_plan.summary import failure_text, result_for_model, summarize
+from durable_plan.language.plan import PlanResult, StepOutcome
+from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
+from durable_plan.local.runner import execute_plan
+from durable_plan.run.summary import failure_text, result_for_model, summarize
 from tests.case_tools import case_invoker
 from tests.plan_cases import CASES_BY_NAME, PLAN_CASES, PlanCase
 

@@ -11,8 +11,8 @@ from strands.types.tools import AgentTool, ToolGenerator, ToolSpec, ToolUse
 from temporalio import activity
 
 from durable_plan import execute_plan
-from durable_plan.errors import PlanRejected
-from durable_plan.tools import (
+from durable_plan.language.errors import PlanRejected
+from durable_plan.tools.registry import (
     APPROVAL_REFUSAL,
     ToolArgumentError,
     ToolFailed,

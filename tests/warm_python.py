@@ -38,7 +38,7 @@ PRELOAD = (
     "strands",
     "durable_plan.temporal",
     "durable_plan.testing",
-    "durable_plan.mcp_tools",
+    "durable_plan.tools.mcp",
 )
 """Libraries only: nothing that reads the environment a test sets for its worker."""
 

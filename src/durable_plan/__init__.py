@@ -16,29 +16,29 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "CheckedPlan": "durable_plan.check",
-    "ToolCatalog": "durable_plan.check",
-    "ToolSpec": "durable_plan.check",
-    "check_plan": "durable_plan.check",
-    "PlanRejected": "durable_plan.errors",
-    "Problem": "durable_plan.errors",
-    "execute_plan": "durable_plan.local",
-    "Plan": "durable_plan.plan",
-    "PlanResult": "durable_plan.plan",
-    "Step": "durable_plan.plan",
-    "StepOutcome": "durable_plan.plan",
-    "result_for_model": "durable_plan.summary",
-    "summarize": "durable_plan.summary",
-    "ToolRegistry": "durable_plan.tools",
+    "CheckedPlan": "durable_plan.check.checker",
+    "ToolCatalog": "durable_plan.check.checker",
+    "ToolSpec": "durable_plan.check.checker",
+    "check_plan": "durable_plan.check.checker",
+    "PlanRejected": "durable_plan.language.errors",
+    "Problem": "durable_plan.language.errors",
+    "execute_plan": "durable_plan.local.runner",
+    "Plan": "durable_plan.language.plan",
+    "PlanResult": "durable_plan.language.plan",
+    "Step": "durable_plan.language.plan",
+    "StepOutcome": "durable_plan.language.plan",
+    "result_for_model": "durable_plan.run.summary",
+    "summarize": "durable_plan.run.summary",
+    "ToolRegistry": "durable_plan.tools.registry",
 }
 
 if TYPE_CHECKING:
-    from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
-    from durable_plan.errors import PlanRejected, Problem
-    from durable_plan.local import execute_plan
-    from durable_plan.plan import Plan, PlanResult, Step, StepOutcome
-    from durable_plan.summary import result_for_model, summarize
-    from durable_plan.tools import ToolRegistry
+    from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+    from durable_plan.language.errors import PlanRejected, Problem
+    from durable_plan.language.plan import Plan, PlanResult, Step, StepOutcome
+    from durable_plan.local.runner import execute_plan
+    from durable_plan.run.summary import result_for_model, summarize
+    from durable_plan.tools.registry import ToolRegistry
 
 __all__ = [
     "CheckedPlan",

@@ -22,11 +22,11 @@ from strands.interrupt import InterruptException, _InterruptState
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_plan.engine import as_json, non_json_message
-from durable_plan.errors import StepError, interrupt_message
-from durable_plan.limits import truncate_text
-from durable_plan.local import describe_exception
-from durable_plan.result_store import ResultStore
+from durable_plan.language.errors import StepError, interrupt_message
+from durable_plan.language.limits import truncate_text
+from durable_plan.local.runner import describe_exception
+from durable_plan.protect.result_store import ResultStore
+from durable_plan.run.engine import as_json, non_json_message
 from durable_plan.temporal.claim_check import (
     ClaimCheckError,
     keep_large_result,
@@ -34,7 +34,7 @@ from durable_plan.temporal.claim_check import (
     worker_store,
 )
 from durable_plan.temporal.messages import StepRequest, StepResponse
-from durable_plan.tools import Tool, ToolArgumentError, ToolRegistry
+from durable_plan.tools.registry import Tool, ToolArgumentError, ToolRegistry
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,9 @@ with workflow.unsafe.imports_passed_through():
     from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
     from temporalio.strands_agents import TemporalAgent
 
-    from durable_plan.agent_loop import RoundTracker, run_agent_step, system_prompt
-    from durable_plan.local import describe_exception
-    from durable_plan.named_tool import NamedTool
-    from durable_plan.options import ToolOptions
+    from durable_plan.language.options import ToolOptions
+    from durable_plan.local.runner import describe_exception
+    from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
     from durable_plan.temporal.admission import Admission, json_size
     from durable_plan.temporal.approvals import ApprovalDesk, await_decision
     from durable_plan.temporal.failures import root_cause
@@ -49,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         failure_message,
     )
     from durable_plan.temporal.policy import CallPolicy, retry_policy
+    from durable_plan.tools.named_tool import NamedTool
 
 AGENT_STEP_WORKFLOW_NAME = "AgentStepWorkflow"
 MODEL_TIMEOUT_S = 120.0

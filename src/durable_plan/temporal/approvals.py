@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from durable_plan.approval import args_digest
-from durable_plan.limits import truncate_text
+from durable_plan.language.limits import truncate_text
 from durable_plan.temporal.messages import ApprovalDecision
+from durable_plan.tools.approval import args_digest
 
 MAX_REFUSALS_KEPT = 5
 """Per step: decisions are sent by people and programs, and may be repeated."""

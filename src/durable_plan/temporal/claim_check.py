@@ -24,8 +24,7 @@ from urllib.parse import unquote
 from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError
 
-from durable_plan.references import is_reference, iter_references, key_of, reference, size_text
-from durable_plan.result_store import (
+from durable_plan.protect.result_store import (
     ResultStore,
     StoredResultMissing,
     StoredResultUnreadable,
@@ -35,6 +34,7 @@ from durable_plan.result_store import (
     result_key,
     store_from_env,
 )
+from durable_plan.run.references import is_reference, iter_references, key_of, reference, size_text
 from durable_plan.temporal.policy import retry_policy
 
 DROP_RESULTS = "durable_plan_drop_stored_results"

@@ -31,20 +31,20 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from durable_plan.agent_step import AGENT_TOOL
-from durable_plan.approval import ApprovalPolicy
-from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.ids import child_workflow_id
-from durable_plan.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.check.checker import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.language.agent_step import AGENT_TOOL
+from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
     ApprovalDecision,
     PlanInput,
     failure_message,
 )
+from durable_plan.temporal.ui_summary import plan_details, plan_summary
 from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
-from durable_plan.tools import ToolOptions, ToolRegistry
-from durable_plan.ui_summary import plan_details, plan_summary
+from durable_plan.tools.approval import ApprovalPolicy
+from durable_plan.tools.registry import ToolOptions, ToolRegistry
 
 NoWorker = Literal["warn", "raise", "ignore"]
 """What ``start_plan`` does when no worker polls the task queue (see ``start_plan``)."""

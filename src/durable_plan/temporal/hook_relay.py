@@ -42,9 +42,9 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
-from durable_plan.hooks import ToolHooks
-from durable_plan.local import describe_exception
-from durable_plan.patterns import matches_patterns
+from durable_plan.language.patterns import matches_patterns
+from durable_plan.local.runner import describe_exception
+from durable_plan.run.hooks import ToolHooks
 from durable_plan.temporal.admission import Admission, json_size
 from durable_plan.temporal.legacy_relay import legacy_ask, legacy_request
 from durable_plan.temporal.messages import (

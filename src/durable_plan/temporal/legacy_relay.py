@@ -17,8 +17,8 @@ from typing import Any
 
 from temporalio import workflow
 
-from durable_plan.hooks import ToolHooks
-from durable_plan.local import describe_exception
+from durable_plan.local.runner import describe_exception
+from durable_plan.run.hooks import ToolHooks
 from durable_plan.temporal.messages import HOOK_REPLY_SIGNAL, HOOK_REQUEST_SIGNAL, HookReply
 
 RELAY_V2_PATCH = "hook-relay-v2"

@@ -25,12 +25,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_plan.errors import StepError
-    from durable_plan.limits import plain_json
-    from durable_plan.mcp_tools import McpErrorResult, plan_tool_name, result_json
-    from durable_plan.options import ToolOptions
+    from durable_plan.language.errors import StepError
+    from durable_plan.language.limits import plain_json
+    from durable_plan.language.options import ToolOptions
     from durable_plan.temporal.messages import failure_message
     from durable_plan.temporal.policy import retry_policy
+    from durable_plan.tools.mcp import McpErrorResult, plan_tool_name, result_json
 
 
 MAX_BACKOFF_S = 30.0

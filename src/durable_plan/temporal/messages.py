@@ -12,7 +12,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from durable_plan.options import ToolOptions
+from durable_plan.language.options import ToolOptions
 
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024

@@ -24,7 +24,7 @@ from typing import Any
 
 from temporalio.common import RetryPolicy
 
-from durable_plan.options import ToolOptions
+from durable_plan.language.options import ToolOptions
 
 MAX_RETRY_INTERVAL_S = 30.0
 """The longest wait between two attempts of anything a plan runs."""

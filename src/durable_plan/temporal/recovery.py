@@ -24,8 +24,15 @@ from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ActivityError
 
-from durable_plan.plan import PlanResult, StepOutcome
-from durable_plan.reuse import REMEMBERED_KEY, Recall, Remembered, args_key, bounded, reusable_tools
+from durable_plan.language.plan import PlanResult, StepOutcome
+from durable_plan.run.reuse import (
+    REMEMBERED_KEY,
+    Recall,
+    Remembered,
+    args_key,
+    bounded,
+    reusable_tools,
+)
 from durable_plan.temporal.messages import PlanInput, StepRequest, StepResponse
 from durable_plan.temporal.policy import retry_policy
 

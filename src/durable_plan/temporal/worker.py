@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from durable_plan.result_store import ResultStore
+from durable_plan.protect.result_store import ResultStore
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.claim_check import claim_check_activities, worker_store
 from durable_plan.temporal.recovery import recover_ledger
 from durable_plan.temporal.workflow import PlanWorkflow
-from durable_plan.tools import ToolRegistry
+from durable_plan.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from durable_plan.encryption import Keyring
+    from durable_plan.protect.encryption import Keyring
 
 STICKY_TIMEOUT = timedelta(seconds=2)
 """How long a plan's next workflow task waits for the worker that has it cached. A lost
@@ -47,7 +47,7 @@ def plan_worker(
     ``GRACEFUL_SHUTDOWN`` before it goes.
 
     ``encryption`` (``Keyring.from_env()``, say) seals every payload the worker writes and
-    opens the ones it reads (`durable_plan.encryption`): the worker runs on a client like
+    opens the ones it reads (`durable_plan.protect.encryption`): the worker runs on a client like
     ``client`` whose data converter encrypts. Clients that start plans or read their results
     need the same keys (``EncryptionPlugin``).
 
@@ -58,7 +58,7 @@ def plan_worker(
     """
     store = worker_store(result_store)
     if encryption is not None:
-        from durable_plan.encryption import encrypted_client
+        from durable_plan.protect.encryption import encrypted_client
 
         client = encrypted_client(client, encryption)
     store = _sealed_if_encrypting(store, client)
@@ -86,8 +86,8 @@ def _sealed_if_encrypting(store: ResultStore, client: Client) -> ResultStore:
     history holds ciphertext only, so the store must not hold the plaintext."""
     if client.data_converter.payload_codec is None:
         return store
-    from durable_plan.encryption import codec_of
-    from durable_plan.sealed_store import SealedResultStore
+    from durable_plan.protect.encryption import codec_of
+    from durable_plan.protect.sealed_store import SealedResultStore
 
     codec = codec_of(client.data_converter)
     return store if codec is None else SealedResultStore(store, codec.keyring)

@@ -36,20 +36,20 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_plan.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
-    from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-    from durable_plan.control_steps import LOOPS
-    from durable_plan.engine import PlanRun, StepCall
-    from durable_plan.errors import PlanRejected, StepError
-    from durable_plan.ids import child_workflow_id
-    from durable_plan.options import ToolOptions
-    from durable_plan.references import is_reference, iter_references, returned_preview
-    from durable_plan.reuse import REMEMBERED_KEY, Recall, bounded, reusable_tools
+    from durable_plan.check.checker import CheckedPlan, ToolCatalog, check_plan
+    from durable_plan.language.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
+    from durable_plan.language.control_steps import LOOPS
+    from durable_plan.language.errors import PlanRejected, StepError
+    from durable_plan.language.options import ToolOptions
+    from durable_plan.run.engine import PlanRun, StepCall
+    from durable_plan.run.references import is_reference, iter_references, returned_preview
+    from durable_plan.run.reuse import REMEMBERED_KEY, Recall, bounded, reusable_tools
     from durable_plan.temporal.admission import Admission, Wanted, json_size
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk, await_decision
     from durable_plan.temporal.claim_check import drop_stored, read_returned
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
+    from durable_plan.temporal.ids import child_workflow_id
     from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
@@ -61,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_plan.temporal.policy import CallPolicy
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
-    from durable_plan.ui_summary import StepSummaries, agent_step_summary
+    from durable_plan.temporal.ui_summary import StepSummaries, agent_step_summary
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
 

@@ -1,0 +1,332 @@
+"""`durable-plan run`: a plan file, checked with its inputs, then run with a live ledger.
+
+In-process (``--local``) the plan runs on ``run_checked``; otherwise on a Temporal
+server (``--address``, or an embedded dev server started for the run) with a
+worker for the tools module in this process unless ``--no-worker``. Either way
+the same table shows progress on a terminal (stderr) and the ``PlanResult`` is
+printed as JSON on stdout, so ``durable-plan run ... | jq`` works in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from durable_plan.cli.commands import (
+    DEFAULT_TASK_QUEUE,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_NO_SERVER,
+    EXIT_OK,
+    CommandError,
+)
+from durable_plan.cli.commands.files import _lines
+from durable_plan.cli.commands.ledger import QUERY_TIMEOUT, approval_hint
+from durable_plan.cli.commands.server import client_command, connect
+from durable_plan.cli.plan_file import (
+    PlanFile,
+    PlanFileError,
+    check_plan_file,
+    load_plan_file,
+    parse_input_args,
+    resolve_inputs,
+)
+from durable_plan.cli.progress_view import (
+    AWAITING,
+    ApprovalHint,
+    LiveView,
+    agent_calls_awaiting,
+    approval_lines,
+    console_for,
+    lines_from_result,
+    lines_from_run,
+    renderable,
+)
+from durable_plan.server.activity_logs import one_line_activity_failures
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from durable_plan.check.checker import CheckedPlan
+    from durable_plan.language.plan import PlanResult
+    from durable_plan.run.engine import PlanRun
+    from durable_plan.tools.registry import ToolRegistry
+
+POLL_S = 0.25
+
+
+@dataclass
+class Prepared:
+    """Everything checked before anything runs."""
+
+    pf: PlanFile
+    checked: CheckedPlan
+    registry: ToolRegistry
+    inputs: dict[str, Any]
+
+
+def run(args: argparse.Namespace) -> int:
+    prepared = prepare(args)
+    if args.local:
+        return asyncio.run(_run_local(prepared, args))
+    # The worker in this process: the table (and, at the end, one line per failed step)
+    # reports each step's attempts, so the SDK's per-attempt tracebacks are dropped.
+    one_line_activity_failures(drop_plan_steps=True, prefix="worker: ")
+    client_command(_run_durable(prepared, args))
+
+
+def prepare(args: argparse.Namespace) -> Prepared:
+    """The plan file, the tools and the inputs, all checked: bad input exits 2, runs nothing."""
+    from durable_plan.cli.tools_module import ToolsModuleError, load_tools
+
+    try:
+        pf = load_plan_file(args.file)
+    except PlanFileError as exc:
+        raise CommandError(EXIT_BAD_INPUT, _lines(exc)) from None
+    if not args.tools:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            "run needs --tools MODULE: the module whose `registry` holds the plan's tools "
+            "(e.g. --tools examples.plan_tools)",
+        )
+    try:
+        registry = load_tools(args.tools)
+    except ToolsModuleError as exc:
+        raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
+    durable = not args.local
+    catalog = registry.catalog(durable=durable)
+    try:
+        check_plan_file(pf, catalog=catalog, durable=durable)
+        inputs = resolve_inputs(pf, parse_input_args(pf, args.inputs))
+        checked = check_plan_file(pf, catalog=catalog, inputs=inputs, durable=durable)
+    except PlanFileError as exc:
+        text = _lines(exc)
+        if args.local and any(p.code == "not_plannable" for p in exc.problems):
+            text += " (in-process nobody can approve a step: run it without --local)"
+        raise CommandError(EXIT_BAD_INPUT, text) from None
+    return Prepared(pf, checked, registry, inputs)
+
+
+# --- in-process -----------------------------------------------------------------------------
+
+
+async def _run_local(prepared: Prepared, args: argparse.Namespace) -> int:
+    from durable_plan.local.agents import agent_steps
+    from durable_plan.local.runner import run_checked
+
+    registry = prepared.registry
+    invoker = agent_steps(registry.invoke, registry, registry.catalog().plannable)
+    runs: list[PlanRun] = []
+    work = run_checked(
+        prepared.checked, invoker, tool_timeouts=registry.timeouts(), on_start=runs.append
+    )
+    display = Display(prepared.pf, args.quiet, None)
+    result = await display.follow(work, lambda: _local_lines(runs))
+    return display.finish(result)
+
+
+async def _local_lines(runs: list[PlanRun]) -> list[dict[str, Any]] | None:
+    return lines_from_run(runs[0]) if runs else None
+
+
+# --- on a Temporal server -------------------------------------------------------------------
+
+
+async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
+    from durable_plan.temporal.client import PlanFailed, start_plan
+
+    async with _server(args) as address:
+        client = await connect(address, args.namespace, encrypt=args.encrypt)
+        queue = args.task_queue or (
+            DEFAULT_TASK_QUEUE if args.no_worker else f"durable-plan-run-{uuid.uuid4().hex[:12]}"
+        )
+        workflow_id = args.workflow_id or f"plan-{_slug(prepared.pf.title)}-{uuid.uuid4().hex[:8]}"
+        async with _worker(client, queue, prepared.registry, args.no_worker):
+            handle = await _start(
+                start_plan(
+                    client,
+                    prepared.pf.plan,
+                    task_queue=queue,
+                    registry=prepared.registry,
+                    workflow_id=workflow_id,
+                    inputs=prepared.inputs,
+                ),
+                workflow_id,
+            )
+            hint = approval_hint(workflow_id, address, args.namespace)
+            display = Display(prepared.pf, args.quiet, hint)
+            display.note(f"plan {workflow_id} on {address}, task queue {queue}")
+            if args.no_worker and not await _has_pollers(client, queue):
+                display.note(
+                    f"no worker polls task queue {queue!r} yet; start one: durable-plan worker "
+                    f"--tools {args.tools} --task-queue {queue} --address {address}"
+                )
+
+            async def lines() -> list[dict[str, Any]] | None:
+                try:
+                    return list(await handle.progress(rpc_timeout=QUERY_TIMEOUT))
+                except Exception:
+                    return None  # not started yet, or a query that timed out: try again
+
+            try:
+                result = await display.follow(handle.result(), lines)
+            except PlanFailed as exc:
+                return display.failed(str(exc), await lines())
+    return display.finish(result)
+
+
+@contextlib.asynccontextmanager
+async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
+    """The address to run on: the one given, or an embedded dev server for this run."""
+    if args.address:
+        yield args.address
+        return
+    from durable_plan.server.devserver import DevServer, DevServerError, DevServerNotFound
+
+    try:
+        server = DevServer(headless=True, namespace=args.namespace, temporal_cli=args.temporal_cli)
+        await server.start_async()
+    except DevServerNotFound as exc:
+        raise CommandError(EXIT_NO_SERVER, str(exc)) from None
+    except DevServerError as exc:
+        first = str(exc).splitlines()[0]
+        raise CommandError(
+            EXIT_NO_SERVER, f"the embedded dev server did not start: {first}"
+        ) from None
+    try:
+        yield server.target
+    finally:
+        server.stop()  # before the process leaves with os._exit, which skips atexit
+
+
+@contextlib.asynccontextmanager
+async def _worker(
+    client: Client, queue: str, registry: ToolRegistry, no_worker: bool
+) -> AsyncIterator[None]:
+    if no_worker:
+        yield
+        return
+    from durable_plan.temporal.worker import plan_worker
+
+    async with plan_worker(client, task_queue=queue, registry=registry):
+        yield
+
+
+async def _start(starting: Awaitable[Any], workflow_id: str) -> Any:
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    try:
+        return await starting
+    except WorkflowAlreadyStartedError:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"a workflow with id {workflow_id!r} is already running; pick another --workflow-id",
+        ) from None
+
+
+async def _has_pollers(client: Client, queue: str) -> bool:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(response.pollers)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "plan"
+
+
+# --- what the person sees -------------------------------------------------------------------
+
+
+class Display:
+    """The live table on stderr while the plan runs; the result as JSON on stdout at the end."""
+
+    def __init__(self, pf: PlanFile, quiet: bool, hint: ApprovalHint | None) -> None:
+        self._console: Console = console_for(sys.stderr)
+        self._quiet = quiet
+        self._hint = hint
+        self._title = pf.title
+        self._view = LiveView(self._console, title=pf.title, hint=hint)
+        self._announced: set[str] = set()
+
+    def note(self, text: str) -> None:
+        if not self._quiet:
+            self._console.print(text, highlight=False, soft_wrap=True)
+
+    async def follow(
+        self,
+        work: Awaitable[PlanResult],
+        lines: Callable[[], Awaitable[list[dict[str, Any]] | None]],
+    ) -> PlanResult:
+        """Await ``work``, redrawing the ledger every ``POLL_S`` (Ctrl-C stops watching)."""
+        task = asyncio.ensure_future(work)
+        try:
+            while not task.done():
+                await asyncio.wait([task], timeout=POLL_S)
+                if task.done() or self._quiet:
+                    continue
+                current = await lines()
+                if current is not None:
+                    self._announce(current)
+                    self._view.update(current)
+            return task.result()
+        except BaseException:
+            self._view.close()
+            raise
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def _announce(self, lines: list[dict[str, Any]]) -> None:
+        """Steps (and tool calls inside agent steps) that start waiting for a person, once
+        each, also where no table is drawn."""
+        for line in lines:
+            keys = [line["id"]] if line["phase"] == AWAITING else []
+            keys += [f"{line['id']} {call['id']}" for call in agent_calls_awaiting(line)]
+            fresh = [key for key in keys if key not in self._announced]
+            if not fresh:
+                continue
+            self._announced.update(fresh)
+            if not self._console.is_terminal:
+                for text in approval_lines([line], self._hint):
+                    self.note(text)
+
+    def finish(self, result: PlanResult) -> int:
+        final = lines_from_result(result)
+        if not self._view.close(final) and not self._quiet:
+            self._console.print(renderable(final, title=self._title))
+        # Why the plan failed, one line a step, also with --quiet: quiet drops the table
+        # and the notes, never the error (the exit code alone does not say which step).
+        for failure in result.failures:
+            self._say(f"step '{failure.id}' failed: {failure.error}")
+        if result.exited is not None and (not self._quiet or not result.ok):
+            self._say(f"exited at step '{result.exited['step']}': {result.exited['message']}")
+        print(json.dumps(result.model_dump(mode="json"), indent=2))
+        return EXIT_OK if result.ok else EXIT_FAILED
+
+    def _say(self, text: str) -> None:
+        self._console.print(text, highlight=False, soft_wrap=True)
+
+    def failed(self, message: str, lines: list[dict[str, Any]] | None) -> int:
+        if not self._view.close(lines) and not self._quiet and lines:
+            self._console.print(renderable(lines, title=self._title))
+        print(f"durable-plan: the plan failed: {message}", file=sys.stderr)
+        return EXIT_FAILED

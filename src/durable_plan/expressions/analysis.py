@@ -1,0 +1,342 @@
+"""JSONata expressions parsed once, and what they read: dependencies from the parsed tree.
+
+Dependencies are read from the parsed expression, not from its text, so
+``$lookup(steps, 'a')`` and ``steps.`a``` create an edge while the string literal
+``'see steps.manual'`` does not. Regexes are compiled on RE2 at parse time
+(``regex.py``): a pattern RE2 cannot run is a syntax error, before anything runs.
+Workflow modules import this package through ``workflow.unsafe.imports_passed_through()``
+(jsonata trips the sandbox).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonata
+from jsonata.jexception import JException
+
+from durable_plan.expressions.regex import _re2_engine, _RegexRefused
+
+ALWAYS_FORBIDDEN = frozenset({"eval"})
+LOOP_VARIABLES = ("item", "index", "accumulator")
+"""Inside a map or reduce body these are fields of the scope (``item.name``) and
+variables too (``$index``, for use inside a filter: ``steps.a.results[$index]``)."""
+NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
+PRIOR_ROOT = "prior"
+"""Beside ``steps``: results of steps that ended ok in earlier plans of the conversation
+(``prior.<id>.<field>``, see ``reuse.py``). They create no dependency."""
+
+_SKIP_ATTRS = frozenset({"_outer_instance", "outer", "seeking_parent", "tuple", "focus", "token"})
+_RELATIVE_ATTRS = frozenset({"stages", "predicate", "group"})
+_LEAVES = frozenset({type(None), str, int, float, bool})
+"""Attribute values the walk returns from at once: skipped without the call."""
+
+
+class ExpressionSyntaxError(ValueError):
+    """The expression does not parse; the message says where."""
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed JSONata expression and what it reads from ``steps``."""
+
+    source: str
+    refs: frozenset[str]
+    dynamic: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    functions: frozenset[str]
+    required: tuple[tuple[str, ...], ...] = ()
+    bare_names: tuple[str, ...] = ()
+    _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
+    simple_path: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    """For ``steps.a.b``: ``("a", "b")``, read without JSONata when the values allow
+    (``_read_simple``); None for every other expression."""
+    prior_paths: tuple[tuple[str, ...], ...] = ()
+    """Paths read under ``prior`` (each starts with a step id), like ``paths``."""
+    prior_required: tuple[tuple[str, ...], ...] = ()
+    prior_dynamic: tuple[str, ...] = ()
+    """Reads of ``prior`` that name no step (``prior``, ``prior.*``): refused by the checks."""
+
+    @property
+    def prior_refs(self) -> frozenset[str]:
+        """Step ids read as ``prior.<id>``."""
+        return frozenset(path[0] for path in self.prior_paths)
+
+    @property
+    def is_dynamic(self) -> bool:
+        """True when the expression reads steps the checker cannot name statically."""
+        return bool(self.dynamic)
+
+
+def parse(source: str) -> Expression:
+    """Parse and analyse; raises ExpressionSyntaxError with JSONata's own message."""
+    simple = _simple_path(source)
+    if simple is not None:
+        # What the parse and the walk below find for this shape, without either (most
+        # bindings are plain paths, and parsing costs more than evaluating); JSONata
+        # parses the text only if an evaluation ever needs it (``_instance``).
+        return Expression(
+            source=source,
+            refs=frozenset(simple[:1]),
+            dynamic=(),
+            paths=(simple,),
+            functions=frozenset(),
+            required=(simple,),
+            simple_path=simple,
+        )
+    return parse_with_jsonata(source)
+
+
+def parse_with_jsonata(source: str) -> Expression:
+    """``parse`` without the plain-path shortcut (the reference the shortcut is tested against)."""
+    try:
+        compiled = jsonata.Jsonata(source, regex_engine=_re2_engine)
+    except JException as exc:
+        raise ExpressionSyntaxError(_jsonata_message(exc)) from None
+    except KeyError as exc:
+        # jsonata-python's parser has no entry for operators JSONata lacks, such as '!'.
+        raise ExpressionSyntaxError(f"JSONata has no operator {exc.args[0]!r}") from None
+    except _RegexRefused as exc:
+        raise ExpressionSyntaxError(str(exc)) from None
+    except RecursionError:
+        raise ExpressionSyntaxError("the expression is nested too deeply") from None
+    except Exception as exc:  # the parser's own bugs must not escape the checks
+        raise ExpressionSyntaxError(f"cannot parse: {type(exc).__name__}: {exc}") from None
+    analysis = _Analysis()
+    analysis.visit(compiled.ast)
+    if analysis.signatures:
+        # jsonata-python checks a lambda's signature with a regex on Python's
+        # backtracking engine, and a plan may write any signature: refuse them.
+        raise ExpressionSyntaxError(
+            "function signatures (function($x)<n:n>{...}) cannot be used in plans; "
+            "leave the <...> out"
+        )
+    return Expression(
+        source=source,
+        refs=frozenset(analysis.refs),
+        dynamic=tuple(analysis.dynamic),
+        paths=tuple(analysis.paths),
+        functions=frozenset(analysis.functions),
+        required=tuple(analysis.required),
+        bare_names=tuple(analysis.bare_names),
+        _cache=[compiled],
+        prior_paths=tuple(analysis.prior_paths),
+        prior_required=tuple(analysis.prior_required),
+        prior_dynamic=tuple(analysis.prior_dynamic),
+    )
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset({"and", "or", "in", "true", "false", "null", "function"})
+"""Names JSONata's parser reads as operators or literals, never as field names."""
+
+
+def _simple_path(source: str) -> tuple[str, ...] | None:
+    """``steps.a.b`` (plain ASCII names, no spaces) as ``("a", "b")``; None otherwise."""
+    if not source.startswith("steps."):
+        return None
+    names = source.split(".")[1:]
+    for name in names:
+        if name in _KEYWORDS or _NAME.fullmatch(name) is None:
+            return None
+    return tuple(names)
+
+
+class _Analysis:
+    """Walks the AST once, collecting step references and function names.
+
+    ``_relative`` counts how deep the walk is inside path steps after the first
+    and inside filters, where the context is no longer the root: there, ``$``,
+    ``*`` and ``**`` read the current item, not ``{"steps": ...}``. At the root
+    they (and ``$$`` anywhere) read steps the checker cannot name.
+    """
+
+    def __init__(self) -> None:
+        self.refs: set[str] = set()
+        self.dynamic: list[str] = []
+        self.paths: list[tuple[str, ...]] = []
+        self.functions: set[str] = set()
+        self.required: list[tuple[str, ...]] = []
+        self._seen: set[int] = set()
+        self._relative = 0
+        self._optional = 0
+        self.bare_names: list[str] = []
+        self.signatures = 0
+        self.prior_paths: list[tuple[str, ...]] = []
+        self.prior_required: list[tuple[str, ...]] = []
+        self.prior_dynamic: list[str] = []
+
+    def visit(self, node: Any) -> None:
+        if node is None or isinstance(node, str | int | float | bool):
+            return
+        if isinstance(node, list | tuple):
+            for item in node:
+                self.visit(item)
+            return
+        if not hasattr(node, "__dict__") or id(node) in self._seen:
+            return
+        self._seen.add(id(node))
+        kind = getattr(node, "type", None)
+        value = getattr(node, "value", None)
+        if kind == "variable" and isinstance(value, str):
+            if value == "$":
+                self.dynamic.append("$$")
+            elif value == "":
+                if not self._relative:
+                    self.dynamic.append("$")
+            else:
+                self.functions.add(value)
+        elif kind in ("wildcard", "descendant") and not self._relative:
+            self.dynamic.append(str(value))
+        elif kind == "name" and value == PRIOR_ROOT and not self._relative:
+            self.prior_dynamic.append(PRIOR_ROOT)  # all of prior, e.g. $lookup(prior, $x)
+        elif kind == "name" and isinstance(value, str) and not self._relative:
+            # A field of the root, which holds only ``steps``: never matches. A model
+            # writes this for a literal ("bind": {"name": "goblin"}).
+            self.bare_names.append(value)
+        if kind == "lambda":
+            if getattr(node, "signature", None) is not None:
+                self.signatures += 1
+            # A lambda's body reads whatever it is applied to, not the root.
+            self._visit_relative([getattr(node, "body", None), getattr(node, "arguments", None)])
+            return
+        if kind == "function" and self._visit_lookup(node):
+            return
+        if self._tests_existence(node):
+            self._optional += 1
+            try:
+                for name, child in vars(node).items():
+                    if type(child) not in _LEAVES and name not in _SKIP_ATTRS:
+                        self.visit(child)
+            finally:
+                self._optional -= 1
+            return
+        if kind == "path":
+            if not self._visit_steps_path(node) and not self._visit_prior_path(node):
+                self._visit_path(node)
+            return
+        for name, child in vars(node).items():
+            if type(child) in _LEAVES or name in _SKIP_ATTRS:
+                continue  # most of a node's ~50 attributes: None, flags, positions
+            if name in _RELATIVE_ATTRS:
+                self._visit_relative(child)
+            else:
+                self.visit(child)
+
+    def _visit_relative(self, node: Any) -> None:
+        self._relative += 1
+        try:
+            self.visit(node)
+        finally:
+            self._relative -= 1
+
+    def _visit_path(self, node: Any) -> None:
+        """A path not rooted at ``steps``: its head reads the current context, the rest do not."""
+        parts = list(getattr(node, "steps", None) or [])
+        if parts:
+            self.visit(parts[0])
+        self._visit_relative(parts[1:])
+        for name, child in vars(node).items():
+            if type(child) not in _LEAVES and name not in _SKIP_ATTRS and name != "steps":
+                self._visit_relative(child)
+
+    def _visit_steps_path(self, node: Any) -> bool:
+        parts = list(getattr(node, "steps", None) or [])
+        if parts and self._is_root(parts[0]):
+            parts = parts[1:]
+        if not parts or not _is_name(parts[0], "steps"):
+            return False
+        # Stages/predicates and later parts may themselves hold expressions.
+        self._visit_relative(getattr(parts[0], "stages", None))
+        self._visit_relative(parts[1:])
+        if len(parts) == 1:
+            self.dynamic.append("steps")
+            return True
+        second = parts[1]
+        if getattr(second, "type", None) == "name" and isinstance(second.value, str):
+            self.refs.add(second.value)
+            names: list[str] = []
+            for part in parts[1:]:
+                if getattr(part, "type", None) != "name" or not isinstance(part.value, str):
+                    break
+                names.append(part.value)
+            self.paths.append(tuple(names))
+            if not self._optional:
+                self.required.append(tuple(names))
+        else:
+            self.dynamic.append("steps." + str(getattr(second, "value", "?")))
+        return True
+
+    def _visit_prior_path(self, node: Any) -> bool:
+        """``prior.<id>...``: an earlier plan's result, recorded apart from ``steps``."""
+        parts = list(getattr(node, "steps", None) or [])
+        if parts and self._is_root(parts[0]):
+            parts = parts[1:]
+        if not parts or not _is_name(parts[0], PRIOR_ROOT):
+            return False
+        self._visit_relative(getattr(parts[0], "stages", None))
+        self._visit_relative(parts[1:])
+        names: list[str] = []
+        for part in parts[1:]:
+            if getattr(part, "type", None) != "name" or not isinstance(part.value, str):
+                break
+            names.append(part.value)
+        if not names:
+            second = f".{getattr(parts[1], 'value', '?')}" if len(parts) > 1 else ""
+            self.prior_dynamic.append(PRIOR_ROOT + second)
+            return True
+        self.prior_paths.append(tuple(names))
+        if not self._optional:
+            self.prior_required.append(tuple(names))
+        return True
+
+    @staticmethod
+    def _tests_existence(node: Any) -> bool:
+        """Conditionals (``?:``, ``??``, ``a ? b : c``) and ``$exists`` may read absent fields."""
+        kind = getattr(node, "type", None)
+        if kind == "condition":
+            return True
+        procedure = getattr(node, "procedure", None)
+        return kind == "function" and getattr(procedure, "value", None) == "exists"
+
+    def _is_root(self, node: Any) -> bool:
+        """``$$`` anywhere, or ``$`` where the context is still the root."""
+        if getattr(node, "type", None) != "variable":
+            return False
+        value = getattr(node, "value", None)
+        return value == "$" or (value == "" and not self._relative)
+
+    def _visit_lookup(self, node: Any) -> bool:
+        procedure = getattr(node, "procedure", None)
+        args = list(getattr(node, "arguments", None) or [])
+        if getattr(procedure, "value", None) != "lookup" or len(args) != 2:
+            return False
+        target = args[0]
+        target_parts = list(getattr(target, "steps", None) or [])
+        if target_parts and self._is_root(target_parts[0]):
+            target_parts = target_parts[1:]
+        if not (len(target_parts) == 1 and _is_name(target_parts[0], "steps")):
+            return False
+        self.functions.add("lookup")
+        key = args[1]
+        if getattr(key, "type", None) == "string" and isinstance(key.value, str):
+            self.refs.add(key.value)
+            self.paths.append((key.value,))
+        else:
+            self.dynamic.append("$lookup(steps, <computed>)")
+            self.visit(key)
+        return True
+
+
+def _is_name(node: Any, value: str) -> bool:
+    return getattr(node, "type", None) == "name" and getattr(node, "value", None) == value
+
+
+def _jsonata_message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    position = getattr(exc, "location", None)
+    if isinstance(position, int) and position >= 0:
+        return f"{text} (at character {position})"
+    return text

@@ -1,0 +1,70 @@
+"""What a tool's owner decided about how it runs: the rules a plan may only tighten.
+
+Plain data with no dependency on Strands or Temporal, so it travels inside the
+plan workflow's input as it is (the workflow reads these typed fields, never a
+string-keyed table with its own defaults) and the checker can hold a plan's
+per-step options against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ToolKind = Literal["function", "agent_tool", "activity", "mcp"]
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    """Per-tool rules for durable runs, set when the tool is registered.
+
+    A plan step may ask for fewer ``retries`` and a shorter ``timeout_s``, and
+    for ``local`` only where ``local`` or ``allow_local`` is set; asking for
+    more is a check error naming the bound.
+    """
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    heartbeat_timeout_s: float | None = None
+    requires_approval: bool = False
+    reuse: bool = True
+    """A later plan of the same conversation may reuse a step of this tool that ended ok
+    with the same id and arguments, instead of running it again (``reuse.py``). Opt out
+    for reads whose answer changes over time; gated tools are never reused."""
+    local: bool = False
+    allow_local: bool = False
+    input_schema: dict[str, Any] | None = None
+    description: str = ""
+    kind: ToolKind = "function"
+    params: list[str] = field(default_factory=list)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    """An existing activity's JSON parameter defaults, for arguments it is called
+    with positionally (a skipped middle parameter must get its default, not None)."""
+    mcp_server: str | None = None
+    """``kind="mcp"``: the MCP server whose ``{server}-call-tool`` activity runs the step
+    (``durable_plan.tools.mcp``); None for every other kind, and in plans started before."""
+    mcp_tool: str | None = None
+    """``kind="mcp"``: the tool's own name on its server (the plan calls it
+    ``<server>__<tool>``)."""
+    mcp_task_queue: str | None = None
+    """``kind="mcp"``: the task queue of the server's activities (None: the plan's)."""
+
+    def positional(self, args: dict[str, Any]) -> list[Any]:
+        """An existing activity's arguments in signature order, with its own defaults.
+
+        Omitted trailing parameters are left out, so the function's defaults apply;
+        an omitted parameter before a given one gets its (JSON) default from the
+        registry, never ``None``.
+        """
+        given = [n for n, p in enumerate(self.params) if p in args]
+        last = given[-1] if given else -1
+        return [args[p] if p in args else self.defaults.get(p) for p in self.params[: last + 1]]
+
+    @property
+    def may_run_local(self) -> bool:
+        """Existing activities and MCP calls always run as registered (an MCP call is the
+        server's own activity); others where the owner allows."""
+        return self.kind not in ("activity", "mcp") and (self.local or self.allow_local)

@@ -1,0 +1,132 @@
+"""The plan tool as the model sees it: an input schema and a description.
+
+Both are sent on every model call of an agent that has the plan tool, whether or not
+it plans, so together they stay no larger than the seed plan tool's
+(``tests/test_spec_size.py`` pins the size; ``python -m bench.spec_size`` measures
+it). They teach what a correct first plan needs and say each rule once: the
+description the language (expressions, step kinds, reuse), the schema's field
+descriptions what one field means. Everything else reaches the model where it meets
+it: the check's rejection carries the rules of a step kind the model wrote wrong
+(``check.py``), and a failed plan's text says how to repair it (``reuse.py``).
+
+The schema is generated from the pydantic contract (so the two cannot drift),
+with ``$ref``s inlined because several providers reject references in tool
+schemas, then stripped of what tells a model nothing: titles, ``null`` branches of
+optional fields, an empty ``additionalProperties`` and the class docstrings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from durable_plan.language.plan import DEFAULT_MAX_STEPS, STEP_ID_PATTERN, Plan
+
+PLAN_TOOL_NAME = "submit_workflow_plan"
+
+
+def plan_input_schema() -> dict[str, Any]:
+    """JSON schema of a plan with every ``$ref`` inlined, as short as it can say the same."""
+    schema = Plan.model_json_schema()
+    defs = schema.pop("$defs", {})
+    inlined: dict[str, Any] = _shorten(_inline(schema, defs))
+    return inlined
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            merged = {**defs[ref.split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+            return _inline(merged, defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def _shorten(node: Any, *, id_pattern: bool = True) -> Any:
+    """One schema node without what a model cannot use; the same plans stay valid for it
+    except a literal ``null`` for an optional field, which means "left out" anyway.
+
+    ``title`` repeats the property name; ``anyOf [X, null]`` with ``default: null`` is
+    ``X`` left out; ``additionalProperties: {}`` allows what is allowed anyway; a
+    model's docstring (``description`` beside ``properties``) is for Python readers;
+    the step id pattern is said once, on ``id`` (``after`` and ``returns`` name ids).
+    """
+    if isinstance(node, list):
+        return [_shorten(v, id_pattern=id_pattern) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    branches = node.get("anyOf")
+    if (
+        isinstance(branches, list)
+        and len(branches) == 2
+        and {"type": "null"} in branches
+        and node.get("default", ...) is None
+    ):
+        kept = next(b for b in branches if b != {"type": "null"})
+        rest = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+        return _shorten({**kept, **rest}, id_pattern=id_pattern)
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key == "additionalProperties" and value == {}:
+            continue
+        if key == "description" and "properties" in node:
+            continue
+        if key == "pattern" and value == STEP_ID_PATTERN and not id_pattern:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _shorten(sub, id_pattern=name == "id") for name, sub in value.items()}
+        else:
+            out[key] = _shorten(value, id_pattern=id_pattern)
+    return out
+
+
+def plan_tool_description(
+    plannable: list[str] | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    *,
+    mcp_servers: Sequence[str] = (),
+) -> str:
+    """The tool description: when to plan, the expressions, the step kinds, reuse, the check.
+
+    ``plannable`` is listed when given (None: every tool the model sees); ``mcp_servers``
+    adds the one line on MCP tools' plan names, only for an agent that has such servers.
+    """
+    if plannable is None:
+        tools = ""
+    elif plannable:
+        tools = f"\nTools you can plan: {', '.join(plannable)}."
+    else:
+        tools = "\nNo tool can be planned now (plannable is empty): call tools directly."
+    mcp = (
+        f"\nIn a plan, an MCP tool is <server>__<tool> (servers: {', '.join(mcp_servers)})."
+        if mcp_servers
+        else ""
+    )
+    return (
+        "Run several tool calls as one plan, without asking you between them: use it when you "
+        "know which tools to call and later calls take their arguments from earlier results; "
+        "for a single call, call the tool directly.\n"
+        'Expressions ("bind", "when") are JSONata over {"steps": {<id>: <result>}}: = not ==, '
+        "$not(x) not !, quote strings. Reading steps.<id> waits for that step; a path that "
+        "matches nothing fails the step, so read each tool's documented return shape. "
+        "Independent steps run in parallel.\n"
+        'Besides a tool name, "tool" may be a step kind: "agent" runs a model loop, one '
+        "model call per round, only for work whose calls you cannot know in advance: args "
+        '{"prompt": "... '
+        '{{ steps.<id>.<field> }} ...", "output_schema": <JSON Schema of an object>}; result '
+        '{"output", "final"}, output is {} if final is false. "map" runs args.do, a step '
+        'template {"tool", "args", "bind"}, once per item of bind.over (do reads item); result '
+        '{"results": [...]}. "reduce" folds: do also reads accumulator (starting at initial); '
+        'result {"result"}. "exit" ends the plan when its "when" holds: args {"status": '
+        '"success" or "error", "message"}.\n'
+        "After a failed plan, submit a corrected one: a step with the same id, tool and "
+        "arguments as one that ended ok is reused, not run again (a new id runs it); "
+        "prior.<id> reads such a result.\n"
+        f"The plan is checked before anything runs (at most {max_steps} steps): a rejection "
+        "lists every problem and its fix." + tools + mcp
+    )

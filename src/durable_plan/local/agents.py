@@ -1,0 +1,94 @@
+"""Agent steps in-process: a plain Strands ``Agent`` per step, over the plan's own tools.
+
+The runner stays ignorant of step kinds: ``agent_steps(invoke, ...)`` wraps
+an invoker so that a call of the reserved tool ``agent`` runs the loop, and
+every tool the loop calls goes through the same ``invoke`` as plan steps do
+(the registry, the agent's hooks, the same timeouts). Tool failures go back
+to the model as error results; they do not fail the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from strands import Agent
+from strands.models import Model
+from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
+
+from durable_plan.language.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
+from durable_plan.language.errors import StepFailure
+from durable_plan.local.runner import Invoker, describe_exception
+from durable_plan.run.agent_loop import run_agent_step, system_prompt
+from durable_plan.tools.named_tool import NamedTool
+from durable_plan.tools.registry import ToolRegistry
+
+ModelSource = Model | Callable[[], Model]
+
+
+def agent_steps(
+    invoke: Invoker,
+    registry: ToolRegistry,
+    plannable: Sequence[str],
+    *,
+    models: Mapping[str, ModelSource] | None = None,
+    default_model: ModelSource | None = None,
+) -> Invoker:
+    """``invoke``, plus the ``agent`` step kind run by a Strands ``Agent``.
+
+    ``models`` maps the names a step may give in ``model`` to Strands models (or
+    factories); ``default_model`` serves steps that name none (the parent
+    agent's model, in the plugin).
+    """
+    named = dict(models or {})
+
+    def model_for(name: str | None) -> Model:
+        source = named.get(name) if name is not None else default_model
+        if source is None:
+            known = ", ".join(sorted(named)) or "none"
+            raise StepFailure(
+                f"agent step: no model named {name!r} (known: {known})"
+                if name is not None
+                else "agent step: no model given and no default model"
+            )
+        return source() if callable(source) and not isinstance(source, Model) else source
+
+    async def invoke_with_agents(tool: str, args: dict[str, Any]) -> Any:
+        if tool != AGENT_TOOL:
+            return await invoke(tool, args)
+        names = resolve_tools(args.get("tools"), plannable)
+        agent = Agent(
+            model=model_for(args.get("model")),
+            tools=[InvokerTool(name, registry.get(name).tool_spec_json, invoke) for name in names],
+            system_prompt=system_prompt(args.get("system_prompt")),
+            callback_handler=None,
+        )
+        return await run_agent_step(
+            agent,
+            args["prompt"],
+            args["output_schema"],
+            int(args.get("max_iterations", DEFAULT_MAX_ITERATIONS)),
+        )
+
+    return invoke_with_agents
+
+
+class InvokerTool(NamedTool):
+    """A plan tool as the loop's model sees it; calls go through the plan's invoker."""
+
+    def __init__(self, name: str, spec: ToolSpec, invoke: Invoker) -> None:
+        super().__init__(name, spec)
+        self._invoke = invoke
+
+    async def stream(
+        self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
+    ) -> ToolGenerator:
+        tool_use_id = tool_use["toolUseId"]
+        result: ToolResult
+        try:
+            value = await self._invoke(self._name, dict(tool_use.get("input") or {}))
+            result = {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+        except Exception as exc:  # back into the loop, for the model to route around
+            text = describe_exception(exc)
+            result = {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+        yield result

@@ -1,0 +1,195 @@
+"""The in-process runner: ``execute_plan(plan, invoker)`` with asyncio.
+
+Used by a plain Strands ``Agent`` and by fast tests. Truly concurrent: every
+ready step starts at once (up to ``max_parallel``), so wall clock tracks the
+critical path. Cancelling ``execute_plan`` cancels the steps still running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.language.control_steps import LOOPS
+from durable_plan.language.errors import StepError, StepFailure
+from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.run.engine import PlanRun, StepCall
+from durable_plan.run.reuse import Recall
+from durable_plan.tools.registry import ToolRegistry
+
+Invoker = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+async def execute_plan(
+    plan: Plan | Mapping[str, Any] | str,
+    invoker: Invoker | ToolRegistry,
+    *,
+    catalog: ToolCatalog | Iterable[ToolSpec | str] | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    tool_timeouts: Mapping[str, float] | None = None,
+    default_timeout_s: float | None = None,
+    models: Mapping[str, Any] | None = None,
+    model: Any = None,
+) -> PlanResult:
+    """Check ``plan`` completely, then run it with ``invoker(tool_name, args)``.
+
+    Raises ``PlanRejected`` (listing every problem) before any tool runs if the
+    plan is bad. Tool failures, timeouts and bad bindings are step failures in
+    the returned ledger, never exceptions. Given a ``ToolRegistry``, its tools'
+    input schemas and timeouts apply unless ``catalog`` / ``tool_timeouts`` say
+    otherwise, and agent steps can run: ``models`` maps the names a step may
+    give in ``model`` to Strands models (or factories), ``model`` is the default.
+    """
+    if isinstance(invoker, ToolRegistry):
+        from durable_plan.local.agents import agent_steps
+
+        registry = invoker
+        if catalog is None:
+            catalog = registry.catalog()
+            if model is not None:
+                catalog = replace(catalog, default_model="the default model")
+            if models:  # a step may name these, and no other model
+                catalog = replace(catalog, models=list(models))
+        tool_timeouts = tool_timeouts if tool_timeouts is not None else registry.timeouts()
+        plannable = catalog.plannable if isinstance(catalog, ToolCatalog) else registry.names
+        invoker = agent_steps(
+            registry.invoke, registry, plannable, models=models, default_model=model
+        )
+    checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
+    return await run_checked(
+        checked, invoker, tool_timeouts=tool_timeouts, default_timeout_s=default_timeout_s
+    )
+
+
+async def run_checked(
+    checked: CheckedPlan,
+    invoker: Invoker,
+    *,
+    tool_timeouts: Mapping[str, float] | None = None,
+    default_timeout_s: float | None = None,
+    recall: Recall | None = None,
+    on_start: Callable[[PlanRun], None] | None = None,  # sees the run (a live progress view)
+) -> PlanResult:
+    """Run an already-checked plan; see ``execute_plan``.
+
+    ``recall``: earlier plans' steps this one may reuse or read as ``prior``; once the
+    plan ends, ``recall.learned`` holds the steps it ran ok (``reuse.py``).
+    """
+    run = PlanRun(checked, recall=recall)
+    if on_start is not None:
+        on_start(run)
+    timeouts = dict(tool_timeouts or {})
+    tasks: dict[asyncio.Task[tuple[bool, Any, float]], StepCall] = {}
+
+    def timeout_of(call: StepCall) -> float | None:
+        return call.timeout_s or timeouts.get(call.tool) or default_timeout_s
+
+    def start(calls: list[StepCall]) -> None:
+        for call in calls:
+            work = (
+                _run_items(run, call, invoker, timeout_of)
+                if call.tool in LOOPS
+                else _invoke(invoker, call, timeout_of(call))
+            )
+            tasks[asyncio.create_task(work, name=call.step_id)] = call
+
+    try:
+        start(run.next_calls())
+        while tasks:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: t.get_name()):
+                call = tasks.pop(task)
+                ok, value, duration_ms = task.result()
+                if ok:
+                    run.record_result(call.step_id, value, duration_ms=duration_ms)
+                else:
+                    run.record_failure(call.step_id, value, duration_ms=duration_ms)
+            start(run.next_calls())
+    finally:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+    if recall is not None:
+        recall.learned = run.remembered()
+    return run.result()
+
+
+async def _run_items(
+    run: PlanRun,
+    call: StepCall,
+    invoker: Invoker,
+    timeout_of: Callable[[StepCall], float | None],
+) -> tuple[bool, Any, float]:
+    """A map or reduce step: its items through the same invoker, within its cap."""
+    started = time.perf_counter()
+    try:
+        items = run.item_run(call)
+    except StepError as exc:
+        return False, str(exc), _ms_since(started)
+    running: dict[asyncio.Task[tuple[bool, Any, float]], StepCall] = {}
+
+    def start() -> None:
+        for item in items.next_calls():
+            task = asyncio.create_task(_invoke(invoker, item, timeout_of(item)), name=item.step_id)
+            running[task] = item
+
+    try:
+        start()
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=lambda t: t.get_name()):
+                ok, value, _ms = task.result()
+                items.record(running.pop(task), ok, value)
+            start()
+    finally:
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+    ok, value = items.result()
+    return ok, value, _ms_since(started)
+
+
+async def _invoke(
+    invoker: Invoker, call: StepCall, timeout: float | None
+) -> tuple[bool, Any, float]:
+    """(ok, result or error text, duration in ms); only cancellation escapes."""
+    started = time.perf_counter()
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            value = await invoker(call.tool, call.args)
+        return True, value, _ms_since(started)
+    except TimeoutError as exc:
+        if timeout is not None and deadline.expired():
+            return False, f"timed out after {timeout:g} s", _ms_since(started)
+        # The tool's own TimeoutError (a socket, a client): an ordinary failure.
+        return False, describe_exception(exc), _ms_since(started)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the plan itself is being cancelled
+        # The tool raised CancelledError on its own (a cancelled inner call): a failure.
+        return False, "the tool was cancelled (CancelledError)", _ms_since(started)
+    except Exception as exc:
+        return False, describe_exception(exc), _ms_since(started)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """A one-line error the model can read: the class name and the message."""
+    try:
+        text = str(exc).strip()
+    except Exception as unprintable:  # e.g. a message holding a 5,000-digit integer
+        text = f"(its message cannot be shown: {type(unprintable).__name__})"
+    if isinstance(exc, StepFailure):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000.0

@@ -1,0 +1,131 @@
+"""The agent step's loop, written once for a Strands ``Agent`` and a ``TemporalAgent``.
+
+One agent definition, two runners (as pydantic-ai does): in-process the loop is
+a plain Strands ``Agent`` over the registry's tools; durably it is a
+``TemporalAgent`` in its own child workflow, whose model rounds are model
+activities and whose tools are the registry's activities. Both call
+``run_agent_step``, so the bound (``max_iterations`` model calls, the answering
+one included), the schema check and the result shape cannot drift apart.
+
+The answer is Strands structured output over the step's JSON schema: a schema
+miss goes back to the model as a tool error and costs a round; a budget spent
+without a conforming answer gives ``final: false`` and ``output: {}``, never a
+made-up result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, model_validator
+from strands.hooks import AfterModelCallEvent, AfterToolCallEvent, HookProvider, HookRegistry
+from strands.types.exceptions import StructuredOutputException
+
+from durable_plan.check.json_schema import validator_for
+
+ANSWER_TOOL = "answer"
+BUILTIN_SYSTEM_PROMPT = (
+    "You are one step of a larger automated plan, not a chat. Use the tools to find what the "
+    "task needs; call a tool again only when an earlier result says you must. When you know "
+    f"the answer, call the `{ANSWER_TOOL}` tool with an object that matches its schema exactly. "
+    "Never invent values you did not find; if you cannot complete the task, say so briefly."
+)
+
+
+def system_prompt(extra: str | None) -> str:
+    return f"{BUILTIN_SYSTEM_PROMPT}\n\n{extra}" if extra else BUILTIN_SYSTEM_PROMPT
+
+
+def output_model(schema: Mapping[str, Any]) -> type[BaseModel]:
+    """A pydantic class Strands can use for structured output, backed by a JSON schema.
+
+    Strands needs a pydantic model; the step declares a JSON schema. The model
+    presents exactly that schema to the model and validates with jsonschema
+    (a miss is a ``ValueError``, which Strands hands back to the model to fix).
+    """
+    frozen = dict(schema)
+
+    class Answer(BaseModel):
+        data: dict[str, Any]
+        schema_: ClassVar[dict[str, Any]] = frozen
+
+        @model_validator(mode="before")
+        @classmethod
+        def _conforms(cls, value: Any) -> Any:
+            if isinstance(value, Mapping) and set(value) == {"data"}:
+                value = value["data"]
+            validator = validator_for(cls.schema_)
+            if validator is None:  # the plan check refuses such schemas; never trust one
+                raise ValueError("the step's output_schema cannot be used to check answers")
+            error = validator.first_error(value)
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path) or "the answer"
+                raise ValueError(f"{where}: {error.message}")
+            return {"data": dict(value)}
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            return {
+                "title": ANSWER_TOOL,
+                "description": "The step's answer.",
+                **cls.schema_,
+            }
+
+    Answer.__name__ = ANSWER_TOOL
+    Answer.__qualname__ = ANSWER_TOOL
+    return Answer
+
+
+class RoundTracker(HookProvider):
+    """Counts model rounds and records each tool call with the round that made it."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.calls: list[dict[str, Any]] = []
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        registry.add_callback(AfterModelCallEvent, self._round)
+        registry.add_callback(AfterToolCallEvent, self._tool)
+
+    def _round(self, event: AfterModelCallEvent) -> None:
+        self.rounds += 1
+
+    def _tool(self, event: AfterToolCallEvent) -> None:
+        name = event.tool_use["name"]
+        if name != ANSWER_TOOL:
+            self.calls.append({"tool": name, "round": self.rounds})
+
+
+async def run_agent_step(
+    agent: Any,
+    prompt: str,
+    schema: Mapping[str, Any],
+    max_iterations: int,
+    *,
+    tracker: RoundTracker | None = None,
+) -> dict[str, Any]:
+    """Run the loop on ``agent``; the step's result (``output``, ``iterations``, ...).
+
+    ``tracker`` lets a caller watch the rounds as they happen (``progress``).
+    """
+    answer = output_model(schema)
+    tracker = tracker if tracker is not None else RoundTracker()
+    agent.hooks.add_hook(tracker)
+    output: dict[str, Any] = {}
+    final = False
+    try:
+        result = await agent.invoke_async(
+            prompt, structured_output_model=answer, limits={"turns": max_iterations}
+        )
+        structured = getattr(result, "structured_output", None)
+        if isinstance(structured, answer):
+            output, final = dict(structured.data), True  # type: ignore[attr-defined]
+    except StructuredOutputException:
+        final = False  # the budget ran out before a conforming answer
+    return {
+        "output": output if final else {},
+        "iterations": tracker.rounds,
+        "tools_called": tracker.calls,
+        "final": final,
+    }

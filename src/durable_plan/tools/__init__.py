@@ -1,0 +1,30 @@
+"""Tools and their owners' rules: the registry, the approval policy, MCP tools as plan tools,
+and the exactly-once helper for effects that are database writes."""
+
+from durable_plan.tools.registry import (
+    APPROVAL_REFUSAL,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    Tool,
+    ToolArgumentError,
+    ToolFailed,
+    ToolKind,
+    ToolOptions,
+    ToolRegistry,
+    matches_patterns,
+    unwrap_tool_result,
+)
+
+__all__ = [
+    "APPROVAL_REFUSAL",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "Tool",
+    "ToolArgumentError",
+    "ToolFailed",
+    "ToolKind",
+    "ToolOptions",
+    "ToolRegistry",
+    "matches_patterns",
+    "unwrap_tool_result",
+]

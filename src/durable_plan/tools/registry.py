@@ -1,0 +1,346 @@
+"""The tool registry: one place that knows every tool a plan may call.
+
+Tools arrive in several shapes: Strands ``@tool`` functions, other Strands
+``AgentTool``s, plain Python functions, and existing Temporal activities. The
+registry gives them one face: a name, an input schema (which the checker uses
+to reject bad arguments before anything runs), per-tool defaults for durable
+runs (timeout, retries, heartbeat, approval), and ``invoke(args)`` returning the
+raw JSON result so later bindings can address its fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from strands import tool as strands_tool
+from strands.interrupt import InterruptException
+from strands.tools.decorator import DecoratedFunctionTool
+from strands.types._events import ToolInterruptEvent
+from strands.types.tools import AgentTool
+
+from durable_plan.check.checker import ToolCatalog, ToolSpec
+from durable_plan.language.agent_step import RESERVED_TOOL_NAMES
+from durable_plan.language.errors import APPROVAL_REFUSAL, StepFailure, interrupt_message
+from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
+from durable_plan.language.patterns import matches_patterns
+from durable_plan.tools.approval import ApprovalPolicy
+
+__all__ = [
+    "APPROVAL_REFUSAL",
+    "DEFAULT_RETRIES",
+    "DEFAULT_TIMEOUT_S",
+    "Tool",
+    "ToolArgumentError",
+    "ToolFailed",
+    "ToolKind",
+    "ToolOptions",
+    "ToolRegistry",
+    "matches_patterns",
+    "unwrap_tool_result",
+]
+
+
+class ToolArgumentError(ValueError):
+    """The arguments do not fit the tool's signature; retrying cannot help."""
+
+
+class ToolFailed(RuntimeError):
+    """A Strands tool reported status "error"; the message is the tool's own text."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A registered tool: how to call it and how to run it durably."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    kind: ToolKind
+    target: Any
+    options: ToolOptions
+
+    @property
+    def tool_spec_json(self) -> Any:
+        """The Strands tool spec (name, description, input schema) the model sees."""
+        return {
+            "name": self.name,
+            "description": self.description or self.name,
+            "inputSchema": {"json": self.input_schema},
+        }
+
+    async def invoke(
+        self, args: Mapping[str, Any], invocation_state: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Validate ``args``, call the tool, and return its raw (JSON) result.
+
+        ``invocation_state`` reaches Strands tools that take a ``ToolContext`` (which
+        needs the ``agent``), as when the agent calls them directly.
+        """
+        if self.kind == "mcp":  # the server checks its own schema (durable_plan.tools.mcp)
+            return await self.target(dict(args))
+        if self.kind == "agent_tool":
+            state = dict(invocation_state or {})
+            return await _stream_agent_tool(self.target, self.name, dict(args), state)
+        func, validated = self._prepare(args)
+        if inspect.iscoroutinefunction(func):
+            return await func(**validated)
+        result = await asyncio.to_thread(func, **validated)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    def _prepare(self, args: Mapping[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        if self.kind == "activity":
+            _check_names(self.name, args, self.options.params)
+            return self.target, dict(args)
+        decorated: DecoratedFunctionTool[Any, Any] = self.target
+        _check_names(self.name, args, list(self.input_schema.get("properties", {})))
+        try:
+            validated = decorated._metadata.validate_input(dict(args))
+        except ValueError as exc:
+            raise ToolArgumentError(_argument_message(self.name, exc)) from None
+        return decorated._tool_func, validated
+
+
+class ToolRegistry:
+    """Name -> Tool, plus the views the checker, runners and Strands need."""
+
+    def __init__(self, tools: Iterable[Any] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(
+        self,
+        obj: Any,
+        *,
+        name: str | None = None,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        heartbeat_timeout_s: float | None = None,
+        requires_approval: bool = False,
+        local: bool = False,
+        allow_local: bool = False,
+        reuse: bool = True,
+    ) -> Tool:
+        """Register a Strands tool, a plain function, or a Temporal activity.
+
+        ``local=True`` runs the tool's plan steps as local activities by default:
+        for short, pure tools it saves a server round trip per step.
+        ``allow_local=True`` lets a plan step ask for that (``"local": true``).
+        ``timeout_s`` and ``retries`` are upper bounds: a step may ask for less.
+        ``reuse=False``: a repair plan runs this tool's steps again even when an earlier
+        plan of the conversation ran them ok with the same arguments (for reads whose
+        answer changes over time; see ``durable_plan.run.reuse``).
+        """
+        tool = _to_tool(obj, name)
+        if tool.name in RESERVED_TOOL_NAMES:
+            raise ValueError(
+                f"a tool cannot be named {tool.name!r}: the plan language reserves it "
+                f"(reserved: {', '.join(sorted(RESERVED_TOOL_NAMES))}); register it under "
+                "another name (name=...)"
+            )
+        options = replace(
+            tool.options,
+            timeout_s=timeout_s if timeout_s is not None else tool.options.timeout_s,
+            retries=retries if retries is not None else tool.options.retries,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            requires_approval=requires_approval,
+            local=local,
+            allow_local=allow_local,
+            reuse=reuse,
+            input_schema=tool.input_schema,
+            description=tool.description,
+        )
+        tool = replace(tool, options=options)
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def with_tools(self, tools: Iterable[Tool]) -> ToolRegistry:
+        """A copy with ready-made ``Tool``s added as they are (MCP tools, listed per plan);
+        a name already taken is an error naming both, never a silent replacement."""
+        merged = ToolRegistry()
+        merged._tools = dict(self._tools)
+        for tool in tools:
+            if tool.name in merged._tools:
+                raise ValueError(
+                    f"two tools are named {tool.name!r} (a registered tool and an MCP tool, "
+                    "or two MCP tools): rename the registered tool (ToolRegistry.add(name=...))"
+                )
+            merged._tools[tool.name] = tool
+        return merged
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise KeyError(f"no tool named {name!r}; registered: {sorted(self._tools)}") from None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def catalog(
+        self,
+        plannable: Sequence[str] = ("*",),
+        *,
+        approval: ApprovalPolicy | None = None,
+        durable: bool = False,
+    ) -> ToolCatalog:
+        """What the checker may accept: ``plannable`` applied (``[]``: nothing), and
+        approval-gated tools refused in-process or paused durably (``ApprovalPolicy``)."""
+        specs = []
+        for tool in self._tools.values():
+            refused = None
+            if not matches_patterns(tool.name, plannable):
+                refused = "it is excluded from plans by the plannable setting"
+            specs.append(ToolSpec(tool.name, tool.input_schema, refused, tool.options))
+        catalog = ToolCatalog({s.name: s for s in specs})
+        return (approval or ApprovalPolicy()).apply(catalog, durable=durable)
+
+    def options(self, approval: ApprovalPolicy | None = None) -> dict[str, ToolOptions]:
+        """Per-tool durable rules, as plain data for workflow input (gates applied)."""
+        options = {name: t.options for name, t in self._tools.items()}
+        return (approval or ApprovalPolicy()).options(options)
+
+    def timeouts(self) -> dict[str, float]:
+        """Per-tool timeouts, so a hung tool fails its step in-process too."""
+        return {name: t.options.timeout_s for name, t in self._tools.items()}
+
+    async def invoke(
+        self, name: str, args: dict[str, Any], invocation_state: Mapping[str, Any] | None = None
+    ) -> Any:
+        """An ``Invoker`` for the in-process runner."""
+        try:
+            return await self.get(name).invoke(args, invocation_state)
+        except InterruptException:
+            # Nobody can answer a person's question in the middle of a plan.
+            raise StepFailure(interrupt_message(name)) from None
+
+
+def _to_tool(obj: Any, name: str | None) -> Tool:
+    defn = getattr(obj, "__temporal_activity_definition", None)
+    if defn is not None:
+        func = obj
+        decorated = strands_tool(func)
+        schema = decorated.tool_spec["inputSchema"]["json"]
+        signature = inspect.signature(func)
+        params = list(signature.parameters)
+        defaults = {
+            n: p.default
+            for n, p in signature.parameters.items()
+            if p.default is not inspect.Parameter.empty and _is_json(p.default)
+        }
+        return Tool(
+            name=name or defn.name,
+            description=decorated.tool_spec.get("description", ""),
+            input_schema=schema,
+            kind="activity",
+            target=func,
+            options=ToolOptions(kind="activity", params=params, defaults=defaults),
+        )
+    if isinstance(obj, DecoratedFunctionTool) and obj._metadata._context_param is None:
+        decorated = obj
+    elif isinstance(obj, AgentTool):
+        spec = obj.tool_spec
+        return Tool(
+            name=name or obj.tool_name,
+            description=spec.get("description", ""),
+            input_schema=dict(spec["inputSchema"].get("json", {})),
+            kind="agent_tool",
+            target=obj,
+            options=ToolOptions(kind="agent_tool"),
+        )
+    elif callable(obj):
+        decorated = strands_tool(obj)
+    else:
+        raise TypeError(f"cannot register {obj!r} as a tool: pass a function or a Strands tool")
+    spec = decorated.tool_spec
+    return Tool(
+        name=name or decorated.tool_name,
+        description=spec.get("description", ""),
+        input_schema=dict(spec["inputSchema"]["json"]),
+        kind="function",
+        target=decorated,
+        options=ToolOptions(kind="function"),
+    )
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_names(tool: str, args: Mapping[str, Any], params: list[str]) -> None:
+    unknown = sorted(set(args) - set(params))
+    if unknown:
+        raise ToolArgumentError(
+            f"tool '{tool}' has no argument '{unknown[0]}'; its arguments are: "
+            f"{', '.join(params) or 'none'}"
+        )
+
+
+def _argument_message(tool: str, exc: ValueError) -> str:
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "?"
+            parts.append(f"argument '{loc}': {err.get('msg')}")
+        if parts:
+            return f"tool '{tool}' got bad arguments: " + "; ".join(parts)
+    return f"tool '{tool}' got bad arguments: {exc}"
+
+
+async def _stream_agent_tool(
+    agent_tool: AgentTool, name: str, args: dict[str, Any], invocation_state: dict[str, Any]
+) -> Any:
+    tool_use = {"toolUseId": f"plan-{name}", "name": name, "input": args}
+    last: Any = None
+    async for event in agent_tool.stream(tool_use, invocation_state):  # type: ignore[arg-type]
+        if isinstance(event, ToolInterruptEvent):
+            raise InterruptException(event.interrupts[0])
+        last = event
+    result = getattr(last, "tool_result", last)
+    return unwrap_tool_result(result)
+
+
+def unwrap_tool_result(result: Any) -> Any:
+    """Strands ToolResult -> raw JSON: a json block as is, text parsed as JSON when it is."""
+    if not (isinstance(result, Mapping) and "content" in result):
+        return result
+    values = []
+    for block in result.get("content") or []:
+        if "json" in block:
+            values.append(block["json"])
+        elif "text" in block:
+            text = block["text"]
+            try:
+                values.append(json.loads(text))
+            except (TypeError, ValueError):
+                values.append(text)
+    if result.get("status") == "error":
+        raise ToolFailed("; ".join(str(v) for v in values) or "tool reported an error")
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
