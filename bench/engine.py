@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench._report import command_line, machine_line, markdown_table
-from durable_plan.check.checker import check_plan
+from durable_plan.check import check_plan
 from durable_plan.local.runner import execute_plan
 
 SIZES = (8, 32, 256)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.errors import PlanRejected
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.local.runner import execute_plan

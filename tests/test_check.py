@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 import pytest
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.errors import REJECTION_HEADER, PlanRejected, Problem, ProblemCode
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan
 from tests.case_tools import CASE_TOOLS

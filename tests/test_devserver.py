@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from durable_plan.server import devserver
 from durable_plan.cli.main import main
+from durable_plan.server import devserver
 from durable_plan.server.devserver import (
     DevServer,
     DevServerError,

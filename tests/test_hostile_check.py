@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from durable_plan.check.checker import ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.errors import PlanRejected, Problem
 from durable_plan.language.limits import (
     MAX_EXPRESSION_CHARS,
@@ -250,7 +250,7 @@ def test_a_tools_backtracking_pattern_runs_on_re2() -> None:
     it; the check runs it on RE2 (linear), in workflow code too."""
     import time
 
-    from durable_plan.check.checker import _schema_error
+    from durable_plan.check.arguments import _schema_error
 
     schema = {"type": "string", "pattern": "^(a+)+$"}
     started = time.perf_counter()

@@ -120,7 +120,7 @@ async def test_the_budget_is_plan_wide() -> None:
 
 
 async def test_limits_are_configurable_per_run() -> None:
-    from durable_plan.check.checker import check_plan
+    from durable_plan.check import check_plan
     from durable_plan.run.engine import PlanRun
 
     checked = check_plan(one_binding("$sum([1..500])"))

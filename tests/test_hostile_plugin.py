@@ -6,7 +6,7 @@ from typing import Any
 
 from strands import Agent, tool
 
-from durable_plan.check.checker import ToolCatalog
+from durable_plan.check import ToolCatalog
 from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from durable_plan.tools.registry import ToolRegistry

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_plan.check.checker import check_plan
+from durable_plan.check import check_plan
 from durable_plan.check.json_schema import MAX_SCHEMA_STEPS, schema_problems, validator_for
 from durable_plan.cli.plan_file import PlanFileError, load_plan_file, resolve_inputs
 from durable_plan.language.errors import PlanRejected

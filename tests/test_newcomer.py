@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 import worker as worker_script
 from activities.game_master import GAME_TOOLS
 from activities.scripts import ATTACK_PLAN, MORALE_PROMPT, ROUND_PLAN, ROUND_PROMPT
-from durable_plan.check.checker import check_plan
+from durable_plan.check import check_plan
 from durable_plan.server.connection import default_ui_url, workflow_url
 from durable_plan.server.devserver import free_port
 from durable_plan.temporal import plan_worker, run_plan, start_plan

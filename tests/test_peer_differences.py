@@ -18,7 +18,7 @@ from strands.types.tools import ToolContext
 from strands.vended_interventions.hitl import HumanInTheLoop
 from temporalio.client import Client
 
-from durable_plan.check.checker import check_plan
+from durable_plan.check import check_plan
 from durable_plan.language.errors import REJECTION_HEADER, PlanRejected
 from durable_plan.local.runner import execute_plan
 from durable_plan.strands.plugin import MAX_RESULTS_KEPT, WorkflowPlanPlugin

@@ -245,7 +245,7 @@ async def test_start_plan_refuses_a_model_the_owner_did_not_allow(
 
 
 def test_the_allow_list_takes_patterns_and_the_default_model_needs_no_name() -> None:
-    from durable_plan.check.checker import ToolCatalog
+    from durable_plan.check import ToolCatalog
 
     catalog = ToolCatalog({}, default_model="haiku", models=["fast-*"])
     check_plan(agent_step(None), catalog=catalog)

@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.errors import PlanRejected
 from durable_plan.language.plan import PlanResult, StepStatus
 from durable_plan.local.runner import execute_plan

@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 
-from durable_plan.check.checker import check_plan
+from durable_plan.check import check_plan
 from durable_plan.language.errors import PlanRejected
 from durable_plan.language.plan import PlanResult
 from durable_plan.language.schema import plan_tool_description

@@ -17,7 +17,7 @@ from strands import Agent, tool
 
 from bench._tokens import CharsOver4, token_counter
 from bench.spec_size import TOOL_COUNTS, ours, spec_text
-from durable_plan.check.checker import ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.agent_step import AGENT_RULES
 from durable_plan.language.control_steps import EXIT_RULES, MAP_RULES, REDUCE_RULES
 from durable_plan.language.errors import PlanRejected

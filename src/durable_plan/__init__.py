@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "CheckedPlan": "durable_plan.check.checker",
-    "ToolCatalog": "durable_plan.check.checker",
-    "ToolSpec": "durable_plan.check.checker",
-    "check_plan": "durable_plan.check.checker",
+    "CheckedPlan": "durable_plan.check",
+    "ToolCatalog": "durable_plan.check",
+    "ToolSpec": "durable_plan.check",
+    "check_plan": "durable_plan.check",
     "PlanRejected": "durable_plan.language.errors",
     "Problem": "durable_plan.language.errors",
     "execute_plan": "durable_plan.local.runner",
@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+    from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
     from durable_plan.language.errors import PlanRejected, Problem
     from durable_plan.language.plan import Plan, PlanResult, Step, StepOutcome
     from durable_plan.local.runner import execute_plan

@@ -35,6 +35,8 @@ import re2
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from durable_plan.language.limits import brief
+
 __all__ = [
     "MAX_SCHEMA_STEPS",
     "SchemaBudgetExceeded",
@@ -101,7 +103,7 @@ def _keywords(strict: bool) -> dict[str, Callable[..., Iterator[jsonschema.Valid
         validator: Any, patrn: str, instance: Any, schema: Mapping[str, Any]
     ) -> Iterator[jsonschema.ValidationError]:
         if validator.is_type(instance, "string") and not _search(patrn, instance, strict):
-            yield jsonschema.ValidationError(f"{_brief(instance)} does not match {patrn!r}")
+            yield jsonschema.ValidationError(f"{brief(instance)} does not match {patrn!r}")
 
     def pattern_properties(
         validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
@@ -136,7 +138,7 @@ def _keywords(strict: bool) -> dict[str, Callable[..., Iterator[jsonschema.Valid
             _charge()
             key = _canonical(item)
             if key in seen:
-                yield jsonschema.ValidationError(f"{_brief(item)} appears more than once")
+                yield jsonschema.ValidationError(f"{brief(item)} appears more than once")
                 return
             seen.add(key)
 
@@ -420,8 +422,3 @@ def _reference_loop(root: Mapping[str, Any]) -> list[str]:
         if found:
             return found
     return []
-
-
-def _brief(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from durable_plan.check.checker import CheckedPlan, CheckedStep
+from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.language.control_steps import EXIT, LOOPS
 
 TEXT_FORMATS = ("mermaid", "dot")

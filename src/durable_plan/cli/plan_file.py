@@ -22,7 +22,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check.json_schema import schema_problems, validator_for
 from durable_plan.language.errors import PlanRejected
 

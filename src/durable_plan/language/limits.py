@@ -11,6 +11,7 @@ the field named, instead of by the server with a workflow that never ends.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,6 +80,20 @@ def truncate_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     keep = max(limit - 40, 20)
     head, tail = keep * 2 // 3, keep - keep * 2 // 3
     return f"{text[:head]} ... [{len(text) - head - tail} characters cut] ... {text[-tail:]}"
+
+
+def brief(value: Any, limit: int = 60, *, quote: bool = True) -> str:
+    """A short form of any value for a message: as JSON (``quote=False``: a text as it is),
+    cut at ``limit`` characters ("..."). The one way a message quotes what a model sent;
+    ``truncate_text`` keeps head and tail instead, for error texts."""
+    if isinstance(value, str) and not quote:
+        text = value
+    else:
+        try:
+            text = json.dumps(value, default=str, ensure_ascii=False)
+        except (ValueError, RecursionError):  # a huge integer, a deep value
+            return "a value too large to show"
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
 
 
 def check_int(value: int) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, ToolSpec, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.control_steps import LOOPS
 from durable_plan.language.errors import StepError, StepFailure
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from durable_plan import expressions
-from durable_plan.check.checker import CheckedPlan, CheckedStep
+from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.language.agent_step import AGENT_TOOL, Template
 from durable_plan.language.control_steps import CONTROL, EXIT
 from durable_plan.language.errors import StepError

@@ -31,7 +31,7 @@ REDUCE_STORED_MESSAGE = (
 )
 
 if TYPE_CHECKING:
-    from durable_plan.check.checker import CheckedStep
+    from durable_plan.check import CheckedStep
     from durable_plan.run.engine import PlanRun, StepCall
 
 

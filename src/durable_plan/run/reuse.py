@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from durable_plan.check.checker import CheckedPlan
+from durable_plan.check import CheckedPlan
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import PlanResult
 

@@ -28,7 +28,7 @@ from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.language.errors import PlanRejected
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns

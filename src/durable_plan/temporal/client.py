@@ -31,7 +31,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from durable_plan.check.checker import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.temporal.ids import child_workflow_id

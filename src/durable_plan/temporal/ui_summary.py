@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from durable_plan.check.checker import CheckedPlan, CheckedStep
+from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.expressions import Expression
 
 __all__ = [

@@ -36,7 +36,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_plan.check.checker import CheckedPlan, ToolCatalog, check_plan
+    from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
     from durable_plan.language.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
     from durable_plan.language.control_steps import LOOPS
     from durable_plan.language.errors import PlanRejected, StepError

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from durable_plan.check.checker import ToolCatalog, ToolSpec
+from durable_plan.check import ToolCatalog, ToolSpec
 from durable_plan.language.errors import APPROVAL_REFUSAL
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns

@@ -23,7 +23,7 @@ from strands.tools.decorator import DecoratedFunctionTool
 from strands.types._events import ToolInterruptEvent
 from strands.types.tools import AgentTool
 
-from durable_plan.check.checker import ToolCatalog, ToolSpec
+from durable_plan.check import ToolCatalog, ToolSpec
 from durable_plan.language.agent_step import RESERVED_TOOL_NAMES
 from durable_plan.language.errors import APPROVAL_REFUSAL, StepFailure, interrupt_message
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions

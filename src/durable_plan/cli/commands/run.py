@@ -57,7 +57,7 @@ from durable_plan.server.activity_logs import one_line_activity_failures
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from durable_plan.check.checker import CheckedPlan
+    from durable_plan.check import CheckedPlan
     from durable_plan.language.plan import PlanResult
     from durable_plan.run.engine import PlanRun
     from durable_plan.tools.registry import ToolRegistry

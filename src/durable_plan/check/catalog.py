@@ -1,0 +1,59 @@
+"""What a plan's checks know about the tools: their schemas, the owner's rules, which may not
+be planned and why, and the models an agent step may name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from durable_plan.language.options import ToolOptions
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the checker knows about one tool: its input schema, or why it may not be planned."""
+
+    name: str
+    input_schema: Mapping[str, Any] | None = None
+    refused: str | None = None
+    options: ToolOptions | None = None
+    """The owner's rules; a step's ``retries``, ``timeout_s`` and ``local`` may only
+    tighten them. None (a bare catalog of names) checks no bounds."""
+
+
+@dataclass(frozen=True)
+class ToolCatalog:
+    """The tools a plan may name. ``refused`` tools exist but may not be planned."""
+
+    tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+    default_model: str | None = None
+    """The model of an agent step that names none (the runner's default), if any."""
+    models: Sequence[str] | None = None
+    """Model-name patterns an agent step may name in ``model`` (the owner's allow-list;
+    the default model needs no name). None: any name (plans checked before the list)."""
+
+    @classmethod
+    def of(cls, specs: Iterable[ToolSpec | str]) -> ToolCatalog:
+        items = [s if isinstance(s, ToolSpec) else ToolSpec(s) for s in specs]
+        return cls({s.name: s for s in items})
+
+    @classmethod
+    def from_options(
+        cls, options: Mapping[str, ToolOptions], *, owner_rules: bool = True
+    ) -> ToolCatalog:
+        """Every named tool plannable, with its schema and rules (the durable tool table's view).
+
+        ``owner_rules=False`` leaves the per-step bounds unchecked (replaying plans
+        that started before they were enforced).
+        """
+        return cls(
+            {
+                name: ToolSpec(name, opts.input_schema, None, opts if owner_rules else None)
+                for name, opts in options.items()
+            }
+        )
+
+    @property
+    def plannable(self) -> list[str]:
+        return sorted(name for name, spec in self.tools.items() if spec.refused is None)

@@ -1,0 +1,59 @@
+"""What the checks hand to the runners: every step with its dependencies resolved and its
+expressions parsed, in plan order, and the plan's levels. Neither runner re-derives the graph."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from durable_plan.expressions import Expression
+from durable_plan.language.agent_step import (
+    Template,
+)
+from durable_plan.language.control_steps import (
+    CheckedBody,
+)
+from durable_plan.language.plan import Plan, Step
+
+
+@dataclass(frozen=True)
+class CheckedStep:
+    """A step with its dependencies resolved and its expressions parsed."""
+
+    step: Step
+    deps: frozenset[str]
+    bind: Mapping[str, Expression]
+    when: Expression | None
+    level: int
+    ordered_deps: tuple[str, ...] = ()
+    prior_reads: tuple[str, ...] = ()
+    """Step ids of earlier plans it reads as ``prior.<id>`` (its map body's too), sorted."""
+    templates: Mapping[str, Template] = field(default_factory=dict)
+    """An agent step's ``prompt`` / ``system_prompt`` with their ``{{ }}`` placeholders."""
+    body: CheckedBody | None = None
+    """A map or reduce step's ``do``, checked."""
+    """``deps`` in plan order: a step's ``steps`` scope is built in this order, never
+    in a set's, whose order follows the process's hash seed (``$keys(steps)`` and
+    ``steps.*[0]`` must answer the same on every worker)."""
+
+    @property
+    def id(self) -> str:
+        return self.step.id
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan that passed every check; the only input the runners accept."""
+
+    plan: Plan
+    steps: Mapping[str, CheckedStep]
+    levels: list[list[str]]
+    durable: bool
+    inputs: dict[str, Any] | None = None
+    """A plan file's input values, checked against its schema by the caller: expressions
+    read them as ``inputs.<name>``. None: the plan has no inputs and ``inputs`` is unknown."""
+
+    @property
+    def returns(self) -> list[str]:
+        return list(self.plan.returns) if self.plan.returns is not None else list(self.steps)
