@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from durable_plan.temporal import current_step
-from durable_plan.tools.exactly_once import SQLiteEffects, exactly_once
+from durable_plan.temporal.exactly_once import SQLiteEffects, exactly_once
 from durable_plan.tools.registry import ToolRegistry
 
 LOG_ENV = "DURABLE_PLAN_CRASH_LOG"

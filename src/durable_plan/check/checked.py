@@ -8,13 +8,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durable_plan.expressions import Expression
-from durable_plan.language.agent_step import (
-    Template,
-)
-from durable_plan.language.control_steps import (
-    CheckedBody,
-)
+from durable_plan.expressions.templates import Template
 from durable_plan.language.plan import Plan, Step
+
+
+@dataclass(frozen=True)
+class CheckedBody:
+    """A map or reduce step's ``do`` template, with its expressions parsed."""
+
+    tool: str
+    args: Mapping[str, Any]
+    bind: Mapping[str, Expression]
+    when: Expression | None
+    templates: Mapping[str, Template] = field(default_factory=dict)
+    timeout_s: float | None = None
+    retries: int | None = None
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,11 @@ from pydantic import ValidationError
 
 from durable_plan import expressions
 from durable_plan.check.base import _suggest
+from durable_plan.check.checked import CheckedBody
 from durable_plan.check.kinds import KindChecks
 from durable_plan.expressions import Expression, ExpressionSyntaxError
-from durable_plan.language.agent_step import (
-    AGENT_TOOL,
-    TEMPLATED,
-    Template,
-    parse_template,
-    template_expressions,
-)
+from durable_plan.expressions.templates import Template, parse_template, template_expressions
+from durable_plan.language.agent_step import AGENT_TOOL, TEMPLATED
 from durable_plan.language.control_steps import (
     ALL_BODY_NAMES,
     BODY_NAMES,
@@ -27,7 +23,6 @@ from durable_plan.language.control_steps import (
     LOOPS,
     MAP,
     REDUCE,
-    CheckedBody,
 )
 from durable_plan.language.limits import (
     MAX_EXPRESSION_CHARS,

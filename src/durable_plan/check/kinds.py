@@ -9,14 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from durable_plan.check.agent_args import AgentCatalogView, check_agent_args
 from durable_plan.check.arguments import ArgumentChecks
 from durable_plan.check.base import _UNION_TAGS
-from durable_plan.language.agent_step import (
-    AGENT_RULES,
-    AGENT_TOOL,
-    AgentCatalogView,
-    check_agent_args,
-)
+from durable_plan.language.agent_step import AGENT_RULES, AGENT_TOOL
 from durable_plan.language.control_steps import (
     BODY_FIELDS,
     CONTROL,

@@ -15,13 +15,6 @@ items (written once, driven by both runners); the scheduler owns ``exit``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from durable_plan.expressions import Expression
-from durable_plan.language.agent_step import Template
-
 MAP = "map"
 REDUCE = "reduce"
 EXIT = "exit"
@@ -79,25 +72,3 @@ EXIT_RULES = (
 KIND_RULES = {MAP: MAP_RULES, REDUCE: REDUCE_RULES, EXIT: EXIT_RULES}
 """Sent with a rejection that found a problem in such a step (``check.py``): the plan
 tool's spec teaches only the kinds' minimal form, the model reads the rest here."""
-
-
-@dataclass(frozen=True)
-class CheckedBody:
-    """A map or reduce step's ``do`` template, with its expressions parsed."""
-
-    tool: str
-    args: Mapping[str, Any]
-    bind: Mapping[str, Expression]
-    when: Expression | None
-    templates: Mapping[str, Template] = field(default_factory=dict)
-    timeout_s: float | None = None
-    retries: int | None = None
-
-
-def loop_result(
-    kind: str, count: int, results: list[Any], failed: int, not_taken: int, accumulator: Any
-) -> dict[str, Any]:
-    """The step's result: ``map`` lists every slot in input order, ``reduce`` the fold."""
-    if kind == REDUCE:
-        return {"count": count, "result": accumulator}
-    return {"count": count, "results": results, "failed": failed, "not_taken": not_taken}

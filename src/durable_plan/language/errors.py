@@ -100,3 +100,14 @@ def interrupt_message(tool: str) -> str:
         f"tool '{tool}' asked for a person's input (a Strands interrupt), which cannot be "
         "answered inside a plan: call it directly, outside the plan"
     )
+
+
+def describe_exception(exc: BaseException) -> str:
+    """A one-line error the model can read: the class name and the message."""
+    try:
+        text = str(exc).strip()
+    except Exception as unprintable:  # e.g. a message holding a 5,000-digit integer
+        text = f"(its message cannot be shown: {type(unprintable).__name__})"
+    if isinstance(exc, StepFailure):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -17,9 +17,9 @@ from strands.models import Model
 from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
 
 from durable_plan.language.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
-from durable_plan.language.errors import StepFailure
-from durable_plan.local.runner import Invoker, describe_exception
+from durable_plan.language.errors import StepFailure, describe_exception
 from durable_plan.run.agent_loop import run_agent_step, system_prompt
+from durable_plan.run.calls import Invoker
 from durable_plan.tools.named_tool import NamedTool
 from durable_plan.tools.registry import ToolRegistry
 

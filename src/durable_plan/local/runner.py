@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.control_steps import LOOPS
-from durable_plan.language.errors import StepError, StepFailure
+from durable_plan.language.errors import StepError, describe_exception
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
-from durable_plan.run.engine import PlanRun, StepCall
+from durable_plan.run.calls import Invoker, StepCall
+from durable_plan.run.engine import PlanRun
 from durable_plan.run.reuse import Recall
 from durable_plan.tools.registry import ToolRegistry
-
-Invoker = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 async def execute_plan(
@@ -178,17 +177,6 @@ async def _invoke(
         return False, "the tool was cancelled (CancelledError)", _ms_since(started)
     except Exception as exc:
         return False, describe_exception(exc), _ms_since(started)
-
-
-def describe_exception(exc: BaseException) -> str:
-    """A one-line error the model can read: the class name and the message."""
-    try:
-        text = str(exc).strip()
-    except Exception as unprintable:  # e.g. a message holding a 5,000-digit integer
-        text = f"(its message cannot be shown: {type(unprintable).__name__})"
-    if isinstance(exc, StepFailure):
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _ms_since(started: float) -> float:

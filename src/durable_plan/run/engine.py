@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from durable_plan import expressions
 from durable_plan.check import CheckedPlan, CheckedStep
-from durable_plan.language.agent_step import AGENT_TOOL, Template
+from durable_plan.expressions.templates import Template
+from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.control_steps import CONTROL, EXIT
 from durable_plan.language.errors import StepError
 from durable_plan.language.limits import (
@@ -27,25 +28,13 @@ from durable_plan.language.limits import (
     truncate_text,
 )
 from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.run.calls import StepCall
 from durable_plan.run.items import ItemRun
 from durable_plan.run.references import holds_reference, read_inside_message
 from durable_plan.run.reuse import PRIOR, Recall, Remembered
 from durable_plan.run.scheduler import Scheduler
 
 Phase = Literal["pending", "running", "ok", "failed", "skipped", "not_taken"]
-
-
-@dataclass(frozen=True)
-class StepCall:
-    """One tool invocation the runner must perform."""
-
-    step_id: str
-    tool: str
-    args: dict[str, Any]
-    level: int
-    timeout_s: float | None
-    retries: int | None
-    local: bool
 
 
 @dataclass(frozen=True)

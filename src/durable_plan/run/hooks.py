@@ -16,17 +16,13 @@ the model to call that tool directly.
 from __future__ import annotations
 
 import copy
-import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from strands.hooks import AfterToolCallEvent, BeforeToolCallEvent
 from strands.types.tools import ToolResult, ToolUse
 
-from durable_plan.language.errors import StepFailure, interrupt_message
-from durable_plan.language.patterns import matches_patterns
-from durable_plan.local.runner import Invoker, describe_exception
+from durable_plan.language.errors import interrupt_message
 from durable_plan.run.agent_loop import RoundTracker
 from durable_plan.tools.registry import ToolFailed, unwrap_tool_result
 
@@ -155,35 +151,3 @@ def _internal_types() -> tuple[type, ...]:
     except ImportError:  # another Strands version: its callbacks count, to be safe
         return (RoundTracker,)
     return (AgentDelegation, RoundTracker)
-
-
-def hooked_invoker(
-    invoke: Invoker,
-    hooks: ToolHooks,
-    plan_tool_use_id: str,
-    tools: Sequence[str] | None = None,
-) -> Invoker:
-    """``invoke`` with the agent's tool hooks around each call of the ``tools`` patterns
-    (default: every tool), for in-process plans."""
-    counter = itertools.count()
-    patterns = list(tools) if tools is not None else ["*"]
-
-    async def hooked(tool: str, args: dict[str, Any]) -> Any:
-        if not matches_patterns(tool, patterns):
-            return await invoke(tool, args)
-        tool_use_id = f"{plan_tool_use_id}/{tool}/{next(counter)}"
-        before = await hooks.before(tool, args, tool_use_id)
-        if before.cancel is not None:
-            raise StepFailure(before.cancel)
-        try:
-            value, ok = await invoke(tool, before.args), True
-        except StepFailure:
-            raise
-        except Exception as exc:
-            value, ok = describe_exception(exc), False
-        after = await hooks.after(tool, before.args, tool_use_id, ok, value)
-        if not after.ok:
-            raise StepFailure(str(after.value))
-        return after.value
-
-    return hooked

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from durable_plan.language.agent_step import AGENT_TOOL
-from durable_plan.language.control_steps import DEFAULT_CONCURRENCY, MAX_ITEMS, REDUCE, loop_result
+from durable_plan.language.control_steps import DEFAULT_CONCURRENCY, MAX_ITEMS, REDUCE
 from durable_plan.language.errors import StepError
 from durable_plan.run.references import is_reference
 
@@ -32,7 +32,8 @@ REDUCE_STORED_MESSAGE = (
 
 if TYPE_CHECKING:
     from durable_plan.check import CheckedStep
-    from durable_plan.run.engine import PlanRun, StepCall
+    from durable_plan.run.calls import StepCall
+    from durable_plan.run.engine import PlanRun
 
 
 class ItemRun:
@@ -197,3 +198,12 @@ def _index(item_id: str) -> int:
 
 def _kind(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
+
+
+def loop_result(
+    kind: str, count: int, results: list[Any], failed: int, not_taken: int, accumulator: Any
+) -> dict[str, Any]:
+    """The step's result: ``map`` lists every slot in input order, ``reduce`` the fold."""
+    if kind == REDUCE:
+        return {"count": count, "result": accumulator}
+    return {"count": count, "results": results, "failed": failed, "not_taken": not_taken}

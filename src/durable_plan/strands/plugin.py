@@ -29,14 +29,16 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.language.errors import PlanRejected
+from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
 from durable_plan.local.agents import agent_steps
-from durable_plan.local.runner import Invoker, describe_exception, run_checked
-from durable_plan.run.hooks import ToolHooks, hooked_invoker
+from durable_plan.local.hooked import hooked_invoker
+from durable_plan.local.runner import run_checked
+from durable_plan.run.calls import Invoker
+from durable_plan.run.hooks import ToolHooks
 from durable_plan.run.reuse import (
     DEFAULT_MAX_BYTES,
     REMEMBERED_KEY,

@@ -22,9 +22,8 @@ from strands.interrupt import InterruptException, _InterruptState
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_plan.language.errors import StepError, interrupt_message
+from durable_plan.language.errors import StepError, describe_exception, interrupt_message
 from durable_plan.language.limits import truncate_text
-from durable_plan.local.runner import describe_exception
 from durable_plan.protect.result_store import ResultStore
 from durable_plan.run.engine import as_json, non_json_message
 from durable_plan.temporal.claim_check import (

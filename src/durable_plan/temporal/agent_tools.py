@@ -15,7 +15,7 @@ from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from durable_plan.local.runner import describe_exception
+from durable_plan.language.errors import describe_exception
 from durable_plan.temporal.messages import StepRequest, StepResponse, failure_message
 from durable_plan.temporal.policy import retry_policy
 from durable_plan.tools.named_tool import NamedTool

@@ -29,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
     from temporalio.strands_agents import TemporalAgent
 
+    from durable_plan.language.errors import describe_exception
     from durable_plan.language.options import ToolOptions
-    from durable_plan.local.runner import describe_exception
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
     from durable_plan.temporal.admission import Admission, json_size
     from durable_plan.temporal.approvals import ApprovalDesk, await_decision

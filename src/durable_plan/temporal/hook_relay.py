@@ -42,8 +42,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
+from durable_plan.language.errors import describe_exception
 from durable_plan.language.patterns import matches_patterns
-from durable_plan.local.runner import describe_exception
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.temporal.admission import Admission, json_size
 from durable_plan.temporal.legacy_relay import legacy_ask, legacy_request

@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 
-from durable_plan.local.runner import describe_exception
+from durable_plan.language.errors import describe_exception
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.temporal.messages import HOOK_REPLY_SIGNAL, HOOK_REQUEST_SIGNAL, HookReply
 

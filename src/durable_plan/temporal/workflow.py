@@ -41,7 +41,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.control_steps import LOOPS
     from durable_plan.language.errors import PlanRejected, StepError
     from durable_plan.language.options import ToolOptions
-    from durable_plan.run.engine import PlanRun, StepCall
+    from durable_plan.run.calls import StepCall
+    from durable_plan.run.engine import PlanRun
     from durable_plan.run.references import is_reference, iter_references, returned_preview
     from durable_plan.run.reuse import REMEMBERED_KEY, Recall, bounded, reusable_tools
     from durable_plan.temporal.admission import Admission, Wanted, json_size
