@@ -14,7 +14,6 @@ workflow until a person approves or rejects it.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -24,16 +23,15 @@ from typing import Any
 from strands import Agent
 from strands.hooks import AfterToolsEvent, BeforeInvocationEvent
 from strands.plugins import Plugin
-from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+from strands.types.tools import ToolResult, ToolUse
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, PlanResult
-from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
+from durable_plan.language.schema import PLAN_TOOL_NAME
 from durable_plan.local.agents import agent_steps
 from durable_plan.local.hooked import hooked_invoker
 from durable_plan.local.runner import run_checked
@@ -41,26 +39,14 @@ from durable_plan.run.calls import Invoker
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.run.reuse import (
     DEFAULT_MAX_BYTES,
-    REMEMBERED_KEY,
-    Recall,
     Remembered,
     StepMemory,
     repair_hint,
     reusable_tools,
 )
 from durable_plan.run.summary import failure_text, result_for_model
-from durable_plan.temporal.client import checked_input
-from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
-from durable_plan.temporal.ids import child_workflow_id
-from durable_plan.temporal.legacy_relay import RELAY_V2_PATCH, LegacyHookRelay, legacy_relay
-from durable_plan.temporal.messages import (
-    DEFAULT_MAX_HISTORY_BYTES,
-    PlanInput,
-    failure_message,
-)
-from durable_plan.temporal.recovery import Salvage, recover
-from durable_plan.temporal.ui_summary import plan_details, plan_summary
-from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
+from durable_plan.strands.options import durable_plan_options
+from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result, unwrap_peer_input
 from durable_plan.tools.approval import ApprovalPolicy, gated_patterns
 from durable_plan.tools.mcp import (
     is_mcp_agent_tool,
@@ -78,10 +64,6 @@ DEFAULT_HOOK_RELAY_BYTES = 16 * 1024 * 1024
 """What one plan's requests to the agent's tool hooks may add to the conversation's history."""
 ONE_AT_A_TIME_PATCH = "plans-one-at-a-time"
 """Conversations whose plans run one after another (earlier ones ran them side by side)."""
-RECOVER_LEDGER_PATCH = "recover-ledger"
-"""Conversations that read back an ended plan's ledger (earlier ones did not)."""
-CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
-"""A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
 INTERRUPTED_REFUSAL = (
     "cannot run a plan while the agent is waiting for a person's answer to an interrupt: "
     "answer the interrupt first"
@@ -234,7 +216,7 @@ class WorkflowPlanPlugin(Plugin):
         tool_use_id = tool_use["toolUseId"]
         if getattr(getattr(agent, "_interrupt_state", None), "activated", False):
             # As Strands refuses a direct tool call while a person's answer is pending.
-            return _error(tool_use_id, INTERRUPTED_REFUSAL)
+            return error_result(tool_use_id, INTERRUPTED_REFUSAL)
         if workflow.in_workflow() and not workflow.patched(ONE_AT_A_TIME_PATCH):
             return await self._submit(tool_use, agent)  # as recorded: plans side by side
         if self._one_at_a_time is None:
@@ -262,8 +244,11 @@ class WorkflowPlanPlugin(Plugin):
                 recall = memory.recall(checked, plan=self.plans_run + 1, reusable=reusable)
             hooks = ToolHooks(agent) if agent is not None else None
             if durable:
-                result, learned = await self._run_child(
-                    checked, registry, catalog, tool_use_id, hooks, agent, recall
+                with workflow.unsafe.imports_passed_through():  # in the workflow sandbox
+                    from durable_plan.strands.durable import run_child
+
+                result, learned = await run_child(
+                    self, checked, registry, catalog, tool_use_id, hooks, agent, recall
                 )
             else:
                 invoker = _invoker_for(registry, agent)
@@ -281,10 +266,10 @@ class WorkflowPlanPlugin(Plugin):
                 )
                 learned = recall.learned if recall is not None else []
         except PlanRejected as exc:
-            return _error(tool_use_id, str(exc))
-        except _PlanFailed as exc:
+            return error_result(tool_use_id, str(exc))
+        except PlanFailed as exc:
             if exc.salvage is None:
-                return _error(tool_use_id, f"The plan failed as a whole: {exc}")
+                return error_result(tool_use_id, f"The plan failed as a whole: {exc}")
             # The plan did part of its work: the model learns what, and a repair reuses it.
             result, learned = exc.salvage.result(), exc.salvage.remembered
             self._took(result, learned)
@@ -296,7 +281,8 @@ class WorkflowPlanPlugin(Plugin):
             if isinstance(exc, _WORKFLOW_INTERNALS):
                 raise  # Temporal's own control flow (nondeterminism, eviction) must escape
             # Whatever went wrong, the model hears it and the conversation goes on.
-            return _error(tool_use_id, f"The plan failed as a whole: {describe_exception(exc)}")
+            text = f"The plan failed as a whole: {describe_exception(exc)}"
+            return error_result(tool_use_id, text)
         self._took(result, learned)
         if not result.ok:
             report = result_for_model(result)
@@ -352,7 +338,7 @@ class WorkflowPlanPlugin(Plugin):
         if self.registry is not None:
             return self.registry
         if durable:
-            raise _PlanFailed(
+            raise PlanFailed(
                 "inside a workflow, WorkflowPlanPlugin needs registry=ToolRegistry([...]) so plan "
                 "steps can run as activities"
             )
@@ -383,167 +369,6 @@ class WorkflowPlanPlugin(Plugin):
                 return None
         return self.catalog(registry, durable=durable).plannable
 
-    async def _run_child(
-        self,
-        checked: CheckedPlan,
-        registry: ToolRegistry,
-        catalog: ToolCatalog,
-        tool_use_id: str,
-        hooks: ToolHooks | None,
-        agent: Any,
-        recall: Recall | None,
-    ) -> tuple[PlanResult, list[Remembered]]:
-        """The plan as a child workflow: its result, and the steps it ran ok (to remember).
-
-        While it runs, this body also answers its requests to the agent's tool hooks
-        (``hook_relay``), so nothing of the plan outlives it in this workflow."""
-        parent = workflow.info()
-        room = CONVERSATION_MAX_HISTORY_BYTES - parent.get_current_history_size()
-        if room <= 0:
-            raise _PlanFailed(
-                f"this conversation's history is {parent.get_current_history_size() // 2**20} "
-                "MiB, near Temporal's 50 MiB limit for one workflow: no more plans can run in "
-                "it; answer with what you have, and let the user start a new conversation"
-            )
-        # Only what this agent may plan travels: agent steps choose among these too.
-        plannable = set(catalog.plannable)
-        tools = {n: o for n, o in self.tool_options(registry).items() if n in plannable}
-        limits: dict[str, Any] = dict(self.plan_options)
-        if self.max_result_bytes is not None:
-            limits["max_result_bytes"] = self.max_result_bytes
-        child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
-        desk: RelayDesk | None = None
-        legacy: LegacyHookRelay | None = None
-        gated = frozenset(n for n, o in tools.items() if o.requires_approval)
-        if not workflow.patched(RELAY_V2_PATCH):
-            # A conversation recorded by 0.1.0: its history speaks that relay (legacy_relay).
-            if hooks is not None and hooks.any_callback:
-                legacy = legacy_relay()
-                legacy.register(child_id, hooks, gated)
-                limits["hooks_workflow_id"] = parent.workflow_id
-        elif hooks is not None and hooks.active:
-            # Each step passes the agent's tool hooks, run here in the agent's workflow.
-            desk = hook_inbox().open(child_id, hooks, gated)
-            limits["hooks_workflow_id"] = parent.workflow_id
-            limits["hook_key"] = child_id
-            limits["hook_bytes"] = min(self.hook_relay_bytes, room)
-            limits["hooked_tools"] = self.hooked_tools
-        if recall is not None:
-            limits["memory"] = recall.to_wire()
-        request = checked_input(
-            checked,
-            tools,
-            max_steps=self.max_steps,
-            task_queue=self.task_queue,
-            default_model=getattr(getattr(agent, "model", None), "_model_name", None),
-            allowed_models=list(self.agent_models),
-            **limits,
-        )
-        task_queue = self.task_queue or parent.task_queue
-        handle = await workflow.start_child_workflow(
-            PLAN_WORKFLOW_NAME,
-            request.to_wire(),
-            id=child_id,
-            task_queue=task_queue,
-            result_type=dict,
-            static_summary=plan_summary(checked),
-            static_details=plan_details(checked),
-        )
-        waiting = asyncio.ensure_future(handle)
-        try:
-            if desk is not None:
-                await desk.serve(waiting)
-            raw = await waiting
-        except ChildWorkflowError as exc:
-            salvage = None
-            if legacy is None and workflow.patched(RECOVER_LEDGER_PATCH):
-                salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
-            raise _PlanFailed(failure_message(exc), salvage) from None
-        finally:
-            if not waiting.done():
-                waiting.cancel()
-            if legacy is not None:
-                legacy.unregister(child_id)
-        learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
-        return PlanResult.model_validate(raw), learned
-
-
-async def _salvage(
-    exc: ChildWorkflowError, child_id: str, run_id: str | None, task_queue: str
-) -> Salvage | None:
-    """What a plan that ended as a whole had done: from its failure's details when it
-    failed in its own code, else (cancelled, terminated, timed out) read from its history."""
-    cause = exc.cause
-    if isinstance(cause, ApplicationError):
-        for detail in cause.details:
-            salvage = Salvage.from_wire(detail)
-            if salvage is not None:
-                return salvage
-        return None
-    return await recover(child_id, run_id, task_queue)
-
-
-class PlanTool(AgentTool):
-    """The ``submit_workflow_plan`` tool, with an explicit schema and teaching description."""
-
-    def __init__(self, plugin: WorkflowPlanPlugin) -> None:
-        super().__init__()
-        self._plugin = plugin
-        self._spec: ToolSpec | None = None
-        self._described: list[str] | None = None
-
-    @property
-    def tool_name(self) -> str:
-        return PLAN_TOOL_NAME
-
-    @property
-    def tool_type(self) -> str:
-        return "plan"
-
-    @property
-    def tool_spec(self) -> ToolSpec:
-        if self._spec is not None and not self._plugin._mcp_servers:
-            return self._spec
-        # MCP servers list their tools as the conversation goes: describe them afresh.
-        plannable = self._plugin.described_plannable()
-        if self._spec is None or plannable != self._described:
-            self._described = plannable
-            self._spec = {
-                "name": PLAN_TOOL_NAME,
-                "description": plan_tool_description(
-                    plannable, self._plugin.max_steps, mcp_servers=sorted(self._plugin._mcp_servers)
-                ),
-                "inputSchema": {"json": plan_input_schema()},
-            }
-        return self._spec
-
-    async def stream(
-        self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
-    ) -> ToolGenerator:
-        yield await self._plugin.submit(tool_use, invocation_state.get("agent"))
-
-
-class _PlanFailed(Exception):
-    """The plan as a whole failed (child workflow failure, misconfiguration); ``salvage``:
-    what it had done, when that could be found."""
-
-    def __init__(self, message: str, salvage: Salvage | None = None) -> None:
-        super().__init__(message)
-        self.salvage = salvage
-
-
-def unwrap_peer_input(raw: Any) -> Any:
-    """Accept ``{"plan": {...}}``, the input shape of strands-plan-tool, as the plan itself.
-
-    Prompts and transcripts written for that tool keep working. Only the exact
-    one-key shape is unwrapped, so a plan's own fields are never guessed at.
-    """
-    if isinstance(raw, Mapping) and set(raw) == {"plan"}:
-        inner = raw["plan"]
-        if isinstance(inner, Mapping | str):
-            return inner
-    return raw
-
 
 def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
     """The registry's tools, called with the agent in their invocation state (as Strands does)."""
@@ -563,40 +388,3 @@ def _check(
     # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
     with workflow.unsafe.imports_passed_through():
         return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True, prior=prior)
-
-
-def _error(tool_use_id: str, text: str) -> ToolResult:
-    return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
-
-
-_PLUGIN_SETS = frozenset(
-    {
-        "plan",
-        "tools",
-        "max_steps",
-        "task_queue",
-        "default_model",
-        "memory",
-        "hooks_workflow_id",
-        "hook_key",
-        "hook_bytes",
-        "hooked_tools",
-        "allowed_models",
-    }
-)
-"""``PlanInput`` fields the plugin fills itself for each plan: not plan options."""
-
-
-def durable_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``plan_options`` checked when the plugin is built, so a misspelt option is an error
-    then, not a child workflow that fails later: each key must be a ``PlanInput`` field
-    the plugin does not set itself."""
-    allowed = sorted(f.name for f in dataclasses.fields(PlanInput) if f.name not in _PLUGIN_SETS)
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(allowed))
-    if unknown:
-        raise ValueError(
-            f"plan_options: unknown option(s) {', '.join(unknown)}; "
-            f"the options are: {', '.join(allowed)}"
-        )
-    return given

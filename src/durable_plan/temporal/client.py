@@ -37,12 +37,12 @@ from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
+    PLAN_WORKFLOW_NAME,
     ApprovalDecision,
     PlanInput,
     failure_message,
 )
 from durable_plan.temporal.ui_summary import plan_details, plan_summary
-from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
 from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.registry import ToolOptions, ToolRegistry
 

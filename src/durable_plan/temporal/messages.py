@@ -14,6 +14,9 @@ from typing import Any
 
 from durable_plan.language.options import ToolOptions
 
+PLAN_WORKFLOW_NAME = "PlanWorkflow"
+"""The plan workflow's type: what every plan history names (never rename it)."""
+
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
 DEFAULT_MAX_TASK_BYTES = 1024 * 1024
@@ -139,6 +142,11 @@ def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+_BY_PLUGIN = {"set_by": "plugin"}
+"""Marks the ``PlanInput`` fields ``WorkflowPlanPlugin`` fills itself for each plan: not plan
+options (``strands.options``)."""
+
+
 @dataclass
 class PlanInput:
     """Everything ``PlanWorkflow`` needs; the tool table travels with the plan.
@@ -150,34 +158,34 @@ class PlanInput:
     no tool may be planned, not every tool.
     """
 
-    plan: dict[str, Any]
-    tools: dict[str, ToolOptions] = field(default_factory=dict)
-    max_steps: int = 32
+    plan: dict[str, Any] = field(metadata=_BY_PLUGIN)
+    tools: dict[str, ToolOptions] = field(default_factory=dict, metadata=_BY_PLUGIN)
+    max_steps: int = field(default=32, metadata=_BY_PLUGIN)
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     max_returned_bytes: int = DEFAULT_MAX_RETURNED_BYTES
     max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
     max_history_bytes: int = DEFAULT_MAX_HISTORY_BYTES
     max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS
     retry_initial_interval_s: float = 0.5
-    task_queue: str | None = None
+    task_queue: str | None = field(default=None, metadata=_BY_PLUGIN)
     model_heartbeat_timeout_s: float = 10.0
     """Agent steps: a worker lost during a model call is noticed after this long."""
-    default_model: str | None = None
+    default_model: str | None = field(default=None, metadata=_BY_PLUGIN)
     """The model of agent steps that name none (a ``StrandsPlugin`` model name; None:
     the plugin's default)."""
-    hooks_workflow_id: str | None = None
+    hooks_workflow_id: str | None = field(default=None, metadata=_BY_PLUGIN)
     """The agent workflow whose tool hooks each step must pass (``HOOK_REQUEST_SIGNAL``)."""
-    hook_key: str | None = None
+    hook_key: str | None = field(default=None, metadata=_BY_PLUGIN)
     """The name the agent's relay knows this plan by (None: this workflow's id, as plans
     started before this field)."""
-    hook_bytes: int | None = None
+    hook_bytes: int | None = field(default=None, metadata=_BY_PLUGIN)
     """Bytes of hook requests the agent's history has room for (None: not counted)."""
-    hooked_tools: list[str] | None = None
+    hooked_tools: list[str] | None = field(default=None, metadata=_BY_PLUGIN)
     """Tool patterns whose calls pass the agent's hooks (None: every tool)."""
     inputs: dict[str, Any] | None = None
     """A plan file's input values, read as ``inputs.<name>`` (``check_plan(inputs=...)``);
     None (plans started before this field, or without inputs): ``inputs`` is unknown."""
-    memory: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = field(default=None, metadata=_BY_PLUGIN)
     """The conversation's remembered steps this plan may reuse or read as ``prior``
     (``reuse.Recall.to_wire``); the plan then returns what it learned under
     ``"remembered"``. None (plans started before this field, or outside a
@@ -197,7 +205,7 @@ class PlanInput:
     keep_stored_results: bool = False
     """True: the plan does not delete what it stored when it ends (a retention sweep or an
     S3 lifecycle rule does)."""
-    allowed_models: list[str] | None = None
+    allowed_models: list[str] | None = field(default=None, metadata=_BY_PLUGIN)
     """Model-name patterns an agent step may name in ``model`` (the default model is always
     allowed); None, as in plans started before this field: any."""
 

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
+        PLAN_WORKFLOW_NAME,
         ApprovalDecision,
         PlanInput,
         StepRequest,
@@ -64,7 +65,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.ui_summary import StepSummaries, agent_step_summary
 
-PLAN_WORKFLOW_NAME = "PlanWorkflow"
 
 OWNER_RULES_PATCH = "owner-rules"
 """Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""

@@ -87,7 +87,7 @@ async def plan_handle(
 
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME
     from durable_plan.temporal.client import PlanHandle
-    from durable_plan.temporal.workflow import PLAN_WORKFLOW_NAME
+    from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME
 
     handle = client.get_workflow_handle(workflow_id)
     try:

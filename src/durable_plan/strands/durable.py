@@ -1,0 +1,144 @@
+"""A plan submitted inside a ``TemporalAgent``: it runs as a ``PlanWorkflow`` child.
+
+Imported only when the plan tool's body runs in workflow code, so a plain in-process
+agent never loads workflow code. The tool body checks the plan in the parent (a bad
+plan costs no child workflow), starts the child with the readable id
+``<parent id>/plan/<toolUseId>``, answers its requests to the agent's tool hooks while
+it runs (``hook_relay``), and, when the plan ends as a whole, finds out what it did
+(``recovery``). Conversations recorded by 0.1.0 replay their own relay
+(``legacy_relay``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
+
+from durable_plan.check import CheckedPlan, ToolCatalog
+from durable_plan.language.plan import PlanResult
+from durable_plan.run.hooks import ToolHooks
+from durable_plan.run.reuse import REMEMBERED_KEY, Recall, Remembered
+from durable_plan.strands.plan_tool import PlanFailed
+from durable_plan.temporal.client import checked_input
+from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
+from durable_plan.temporal.ids import child_workflow_id
+from durable_plan.temporal.legacy_relay import RELAY_V2_PATCH, LegacyHookRelay, legacy_relay
+from durable_plan.temporal.messages import (
+    DEFAULT_MAX_HISTORY_BYTES,
+    PLAN_WORKFLOW_NAME,
+    failure_message,
+)
+from durable_plan.temporal.recovery import Salvage, recover
+from durable_plan.temporal.ui_summary import plan_details, plan_summary
+from durable_plan.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
+
+RECOVER_LEDGER_PATCH = "recover-ledger"
+"""Conversations that read back an ended plan's ledger (earlier ones did not)."""
+CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
+"""A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
+
+
+async def run_child(
+    plugin: WorkflowPlanPlugin,
+    checked: CheckedPlan,
+    registry: ToolRegistry,
+    catalog: ToolCatalog,
+    tool_use_id: str,
+    hooks: ToolHooks | None,
+    agent: Any,
+    recall: Recall | None,
+) -> tuple[PlanResult, list[Remembered]]:
+    """The plan as a child workflow: its result, and the steps it ran ok (to remember).
+
+    While it runs, this body also answers its requests to the agent's tool hooks
+    (``hook_relay``), so nothing of the plan outlives it in this workflow."""
+    parent = workflow.info()
+    room = CONVERSATION_MAX_HISTORY_BYTES - parent.get_current_history_size()
+    if room <= 0:
+        raise PlanFailed(
+            f"this conversation's history is {parent.get_current_history_size() // 2**20} "
+            "MiB, near Temporal's 50 MiB limit for one workflow: no more plans can run in "
+            "it; answer with what you have, and let the user start a new conversation"
+        )
+    # Only what this agent may plan travels: agent steps choose among these too.
+    plannable = set(catalog.plannable)
+    tools = {n: o for n, o in plugin.tool_options(registry).items() if n in plannable}
+    limits: dict[str, Any] = dict(plugin.plan_options)
+    if plugin.max_result_bytes is not None:
+        limits["max_result_bytes"] = plugin.max_result_bytes
+    child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
+    desk: RelayDesk | None = None
+    legacy: LegacyHookRelay | None = None
+    gated = frozenset(n for n, o in tools.items() if o.requires_approval)
+    if not workflow.patched(RELAY_V2_PATCH):
+        # A conversation recorded by 0.1.0: its history speaks that relay (legacy_relay).
+        if hooks is not None and hooks.any_callback:
+            legacy = legacy_relay()
+            legacy.register(child_id, hooks, gated)
+            limits["hooks_workflow_id"] = parent.workflow_id
+    elif hooks is not None and hooks.active:
+        # Each step passes the agent's tool hooks, run here in the agent's workflow.
+        desk = hook_inbox().open(child_id, hooks, gated)
+        limits["hooks_workflow_id"] = parent.workflow_id
+        limits["hook_key"] = child_id
+        limits["hook_bytes"] = min(plugin.hook_relay_bytes, room)
+        limits["hooked_tools"] = plugin.hooked_tools
+    if recall is not None:
+        limits["memory"] = recall.to_wire()
+    request = checked_input(
+        checked,
+        tools,
+        max_steps=plugin.max_steps,
+        task_queue=plugin.task_queue,
+        default_model=getattr(getattr(agent, "model", None), "_model_name", None),
+        allowed_models=list(plugin.agent_models),
+        **limits,
+    )
+    task_queue = plugin.task_queue or parent.task_queue
+    handle = await workflow.start_child_workflow(
+        PLAN_WORKFLOW_NAME,
+        request.to_wire(),
+        id=child_id,
+        task_queue=task_queue,
+        result_type=dict,
+        static_summary=plan_summary(checked),
+        static_details=plan_details(checked),
+    )
+    waiting = asyncio.ensure_future(handle)
+    try:
+        if desk is not None:
+            await desk.serve(waiting)
+        raw = await waiting
+    except ChildWorkflowError as exc:
+        salvage = None
+        if legacy is None and workflow.patched(RECOVER_LEDGER_PATCH):
+            salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
+        raise PlanFailed(failure_message(exc), salvage) from None
+    finally:
+        if not waiting.done():
+            waiting.cancel()
+        if legacy is not None:
+            legacy.unregister(child_id)
+    learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
+    return PlanResult.model_validate(raw), learned
+
+
+async def _salvage(
+    exc: ChildWorkflowError, child_id: str, run_id: str | None, task_queue: str
+) -> Salvage | None:
+    """What a plan that ended as a whole had done: from its failure's details when it
+    failed in its own code, else (cancelled, terminated, timed out) read from its history."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError):
+        for detail in cause.details:
+            salvage = Salvage.from_wire(detail)
+            if salvage is not None:
+                return salvage
+        return None
+    return await recover(child_id, run_id, task_queue)

@@ -1,0 +1,82 @@
+"""The ``submit_workflow_plan`` tool as Strands sees it: its spec (an explicit schema and a
+description that teaches the plan language), the peer tool's input shape, and the plan's
+failures as a value for the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
+
+from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
+
+if TYPE_CHECKING:
+    from durable_plan.strands.plugin import WorkflowPlanPlugin
+    from durable_plan.temporal.recovery import Salvage
+
+
+class PlanTool(AgentTool):
+    """The ``submit_workflow_plan`` tool, with an explicit schema and teaching description."""
+
+    def __init__(self, plugin: WorkflowPlanPlugin) -> None:
+        super().__init__()
+        self._plugin = plugin
+        self._spec: ToolSpec | None = None
+        self._described: list[str] | None = None
+
+    @property
+    def tool_name(self) -> str:
+        return PLAN_TOOL_NAME
+
+    @property
+    def tool_type(self) -> str:
+        return "plan"
+
+    @property
+    def tool_spec(self) -> ToolSpec:
+        if self._spec is not None and not self._plugin._mcp_servers:
+            return self._spec
+        # MCP servers list their tools as the conversation goes: describe them afresh.
+        plannable = self._plugin.described_plannable()
+        if self._spec is None or plannable != self._described:
+            self._described = plannable
+            self._spec = {
+                "name": PLAN_TOOL_NAME,
+                "description": plan_tool_description(
+                    plannable, self._plugin.max_steps, mcp_servers=sorted(self._plugin._mcp_servers)
+                ),
+                "inputSchema": {"json": plan_input_schema()},
+            }
+        return self._spec
+
+    async def stream(
+        self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
+    ) -> ToolGenerator:
+        yield await self._plugin.submit(tool_use, invocation_state.get("agent"))
+
+
+class PlanFailed(Exception):
+    """The plan as a whole failed (child workflow failure, misconfiguration); ``salvage``:
+    what it had done, when that could be found."""
+
+    def __init__(self, message: str, salvage: Salvage | None = None) -> None:
+        super().__init__(message)
+        self.salvage = salvage
+
+
+def unwrap_peer_input(raw: Any) -> Any:
+    """Accept ``{"plan": {...}}``, the input shape of strands-plan-tool, as the plan itself.
+
+    Prompts and transcripts written for that tool keep working. Only the exact
+    one-key shape is unwrapped, so a plan's own fields are never guessed at.
+    """
+    if isinstance(raw, Mapping) and set(raw) == {"plan"}:
+        inner = raw["plan"]
+        if isinstance(inner, Mapping | str):
+            return inner
+    return raw
+
+
+def error_result(tool_use_id: str, text: str) -> ToolResult:
+    return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
