@@ -22,6 +22,7 @@ from durable_plan.run.agent_loop import run_agent_step, system_prompt
 from durable_plan.run.calls import Invoker
 from durable_plan.tools.named_tool import NamedTool
 from durable_plan.tools.registry import ToolRegistry
+from durable_plan.tools.results import tool_result
 
 ModelSource = Model | Callable[[], Model]
 
@@ -87,8 +88,8 @@ class InvokerTool(NamedTool):
         result: ToolResult
         try:
             value = await self._invoke(self._name, dict(tool_use.get("input") or {}))
-            result = {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+            result = tool_result(tool_use_id, True, value)
         except Exception as exc:  # back into the loop, for the model to route around
             text = describe_exception(exc)
-            result = {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+            result = tool_result(tool_use_id, False, text)
         yield result

@@ -24,6 +24,7 @@ from durable_plan.language.limits import (
     DEFAULT_LIMITS,
     ExpressionLimits,
     LimitExceeded,
+    brief,
     plain_json,
     truncate_text,
 )
@@ -235,7 +236,7 @@ class PlanRun:
                 self._refuse_stored(when, scope, field, False)
                 value = self._evaluate(when, scope, "when matched no value")
                 if not isinstance(value, bool):
-                    raise StepError(f"when must be true or false, got {_brief(value)}")
+                    raise StepError(f"when must be true or false, got {brief(value, 40)}")
                 if not value:
                     return None
             for name, template in templates.items():
@@ -444,8 +445,3 @@ _LIMIT_FIX = "compute less in the plan: return less from the tool, or do the wor
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _brief(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else f'"{value}"'
-    return text if len(text) <= 40 else text[:37] + "..."

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from strands.hooks import AfterToolCallEvent, BeforeToolCallEvent
-from strands.types.tools import ToolResult, ToolUse
+from strands.types.tools import ToolUse
 
 from durable_plan.language.errors import interrupt_message
 from durable_plan.run.agent_loop import RoundTracker
 from durable_plan.tools.registry import ToolFailed, unwrap_tool_result
+from durable_plan.tools.results import tool_result
 
 CANCELLED_DEFAULT = "tool cancelled by user"
 
@@ -116,11 +117,7 @@ class ToolHooks:
     ) -> AfterCall:
         """Run the after-hooks on a step's outcome (``value`` is the result or error text)."""
         tool_use: ToolUse = {"toolUseId": tool_use_id, "name": tool, "input": args}
-        result: ToolResult = {
-            "toolUseId": tool_use_id,
-            "status": "success" if ok else "error",
-            "content": [{"json": value}] if ok else [{"text": str(value)}],
-        }
+        result = tool_result(tool_use_id, ok, value)
         original = copy.deepcopy(result)
         event, _ = await self._agent.hooks.invoke_callbacks_async(
             AfterToolCallEvent(

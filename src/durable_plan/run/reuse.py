@@ -36,7 +36,6 @@ under ``"remembered"`` in its result. Nothing here does I/O or reads a clock.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,8 @@ from functools import cached_property
 from typing import Any
 
 from durable_plan.check import CheckedPlan
+from durable_plan.language.digest import args_key as args_key
+from durable_plan.language.digest import canonical_json as canonical_json
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import PlanResult
 
@@ -56,16 +57,6 @@ plan's input and comes back in its result, so it stays well inside Temporal's 2 
 payload limit next to the plan itself."""
 REMEMBERED_KEY = "remembered"
 """The key of a durable plan's result that carries the entries it learned."""
-
-
-def canonical_json(value: Any) -> str:
-    """One text per JSON value: sorted keys, no spaces (the comparison of arguments)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def args_key(args: Mapping[str, Any]) -> str:
-    """The digest two steps' resolved arguments are compared by (SHA-256 of canonical JSON)."""
-    return hashlib.sha256(canonical_json(args).encode()).hexdigest()
 
 
 def reusable_tools(options: Mapping[str, ToolOptions]) -> frozenset[str]:

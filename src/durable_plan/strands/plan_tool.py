@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 
 from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
+from durable_plan.tools.results import tool_result
 
 if TYPE_CHECKING:
     from durable_plan.strands.plugin import WorkflowPlanPlugin
@@ -79,4 +80,4 @@ def unwrap_peer_input(raw: Any) -> Any:
 
 
 def error_result(tool_use_id: str, text: str) -> ToolResult:
-    return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+    return tool_result(tool_use_id, False, text)

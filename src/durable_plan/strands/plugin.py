@@ -276,7 +276,7 @@ class WorkflowPlanPlugin(Plugin):
             text = f"The plan failed as a whole: {exc}\n" + failure_text(
                 result, repair_hint(self.memory, result)
             )
-            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+            return error_result(tool_use_id, text)
         except Exception as exc:
             if isinstance(exc, _WORKFLOW_INTERNALS):
                 raise  # Temporal's own control flow (nondeterminism, eviction) must escape

@@ -20,6 +20,7 @@ from durable_plan.temporal.messages import StepRequest, StepResponse, failure_me
 from durable_plan.temporal.policy import retry_policy
 from durable_plan.tools.named_tool import NamedTool
 from durable_plan.tools.registry import Tool, ToolRegistry
+from durable_plan.tools.results import tool_result
 
 
 class DurableTool(NamedTool):
@@ -44,12 +45,10 @@ class DurableTool(NamedTool):
             else:
                 value = await self._tool.invoke(args)
         except ActivityError as exc:
-            text = failure_message(exc)
-            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
+            return tool_result(tool_use_id, False, failure_message(exc))
         except Exception as exc:
-            text = describe_exception(exc)
-            return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": text}]}
-        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
+            return tool_result(tool_use_id, False, describe_exception(exc))
+        return tool_result(tool_use_id, True, value)
 
     async def _run_activity(self, tool_use_id: str, args: dict[str, Any]) -> Any:
         options = self._tool.options

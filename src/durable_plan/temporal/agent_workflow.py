@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.options import ToolOptions
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
     from durable_plan.temporal.admission import Admission, json_size
-    from durable_plan.temporal.approvals import ApprovalDesk, await_decision
+    from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers, await_decision
     from durable_plan.temporal.failures import root_cause
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
     from durable_plan.temporal.mcp_steps import call_mcp_tool
@@ -42,13 +42,13 @@ with workflow.unsafe.imports_passed_through():
         DEFAULT_MAX_RESULT_BYTES,
         DEFAULT_MAX_TASK_BYTES,
         HOOK_REPLY_SIGNAL,
-        ApprovalDecision,
         StepRequest,
         StepResponse,
         failure_message,
     )
     from durable_plan.temporal.policy import CallPolicy, retry_policy
     from durable_plan.tools.named_tool import NamedTool
+    from durable_plan.tools.results import tool_result
 
 AGENT_STEP_WORKFLOW_NAME = "AgentStepWorkflow"
 MODEL_TIMEOUT_S = 120.0
@@ -91,7 +91,7 @@ class AgentStepInput:
 
 
 @workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)
-class AgentStepWorkflow:
+class AgentStepWorkflow(ApprovalHandlers):
     """Runs one agent step; ``progress`` gives its round, tool calls and approvals."""
 
     def __init__(self) -> None:
@@ -170,23 +170,6 @@ class AgentStepWorkflow:
         """The agent's tool hooks answered for one tool call of the loop."""
         if self.hooks is not None:
             self.hooks.receive(reply)
-
-    @workflow.signal
-    def approve_step(self, decision: ApprovalDecision) -> None:
-        """Approve or reject a tool call awaiting approval (its id is in ``progress``)."""
-        self.desk.offer(decision)
-
-    @workflow.update
-    def decide_step(self, decision: ApprovalDecision) -> str:
-        """Approve or reject a tool call awaiting approval and hear back that it was taken."""
-        self.desk.take(decision)
-        return "approved" if decision.approved else "rejected"
-
-    @decide_step.validator
-    def _validate_decision(self, decision: ApprovalDecision) -> None:
-        reason = self.desk.refusal(decision)
-        if reason is not None:
-            raise ValueError(reason)
 
     def _guard_history(self, request: AgentStepInput) -> None:
         size = workflow.info().get_current_history_size()
@@ -293,7 +276,4 @@ class ActivityTool(NamedTool):
 
 
 def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:
-    tool_use_id = tool_use["toolUseId"]
-    if ok:
-        return {"toolUseId": tool_use_id, "status": "success", "content": [{"json": value}]}
-    return {"toolUseId": tool_use_id, "status": "error", "content": [{"text": str(value)}]}
+    return tool_result(tool_use["toolUseId"], ok, value)

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from temporalio import workflow
+
+from durable_plan.language.digest import args_digest
 from durable_plan.language.limits import truncate_text
 from durable_plan.temporal.messages import ApprovalDecision
-from durable_plan.tools.approval import args_digest
 
 MAX_REFUSALS_KEPT = 5
 """Per step: decisions are sent by people and programs, and may be repeated."""
@@ -97,8 +99,6 @@ async def await_decision(desk: ApprovalDesk, call_id: str, args: dict[str, Any])
     """Pause until a person decides on ``call_id`` (its arguments shown in ``progress``);
     None means approved, else the rejection text. Workflow code: the one wait for a person,
     for plan steps, map items and tool calls inside agent steps alike."""
-    from temporalio import workflow
-
     desk.open(call_id, args)
     try:
         await workflow.wait_condition(lambda: desk.decision(call_id) is not None)
@@ -111,3 +111,29 @@ async def await_decision(desk: ApprovalDesk, call_id: str, args: dict[str, Any])
         return None
     reason = f": {decision.reason}" if decision.reason else ""
     return f"rejected by a person{reason}"
+
+
+class ApprovalHandlers:
+    """A person's decisions on the calls awaiting approval in ``self.desk``: the handlers
+    ``PlanWorkflow`` and ``AgentStepWorkflow`` share (the ``approve_step`` signal, the
+    ``decide_step`` update and its validator), written once."""
+
+    desk: ApprovalDesk
+
+    @workflow.signal
+    def approve_step(self, decision: ApprovalDecision) -> None:
+        """Approve or reject a call awaiting approval (fire-and-forget; works from other
+        workflows). Refused, recorded in ``progress`` and ignored for any other call."""
+        self.desk.offer(decision)
+
+    @workflow.update
+    def decide_step(self, decision: ApprovalDecision) -> str:
+        """Approve or reject a call awaiting approval and hear back that it was taken."""
+        self.desk.take(decision)
+        return "approved" if decision.approved else "rejected"
+
+    @decide_step.validator
+    def _validate_decision(self, decision: ApprovalDecision) -> None:
+        reason = self.desk.refusal(decision)
+        if reason is not None:
+            raise ValueError(reason)

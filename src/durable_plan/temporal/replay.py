@@ -18,6 +18,8 @@ from typing import Any
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from durable_plan.language.limits import brief
+
 __all__ = ["ReplayOutcome", "plan_workflows", "replay"]
 
 _EVENT = re.compile(r"HistoryEvent\(id: (\d+), ([A-Za-z]+)")
@@ -91,7 +93,7 @@ def _outcome(name: str, history: WorkflowHistory, failure: Exception | None) -> 
         return ReplayOutcome(name, history.workflow_id, workflow_type)
     text = " ".join(str(failure).split())
     found = _EVENT.search(text)
-    message = text if len(text) <= 500 else text[:497] + "..."
+    message = brief(text, 500, quote=False)
     if found is None:
         return ReplayOutcome(name, history.workflow_id, workflow_type, message)
     return ReplayOutcome(

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.run.reuse import REMEMBERED_KEY, Recall, bounded, reusable_tools
     from durable_plan.temporal.admission import Admission, Wanted, json_size
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
-    from durable_plan.temporal.approvals import ApprovalDesk, await_decision
+    from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers, await_decision
     from durable_plan.temporal.claim_check import drop_stored, read_returned
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
     from durable_plan.temporal.ids import child_workflow_id
@@ -55,7 +55,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
         PLAN_WORKFLOW_NAME,
-        ApprovalDecision,
         PlanInput,
         StepRequest,
         StepResponse,
@@ -76,12 +75,12 @@ Outcome = tuple[bool, Any, float, int]
 
 
 @workflow.defn(name=PLAN_WORKFLOW_NAME, sandboxed=False)
-class PlanWorkflow:
+class PlanWorkflow(ApprovalHandlers):
     """Runs one plan; ``progress`` answers with the ledger so far."""
 
     def __init__(self) -> None:
         self._run: PlanRun | None = None
-        self._desk = ApprovalDesk(())
+        self.desk = ApprovalDesk(())
         self._owner_rules = True
         self._loops: dict[str, Any] = {}
         self._admission: Admission | None = None
@@ -127,7 +126,7 @@ class PlanWorkflow:
             return []
         lines = []
         for line in self._run.progress():
-            awaiting = self._desk.is_awaiting(line.id)
+            awaiting = self.desk.is_awaiting(line.id)
             lines.append(
                 {
                     "id": line.id,
@@ -137,7 +136,7 @@ class PlanWorkflow:
                     "duration_ms": line.duration_ms,
                     "attempts": line.attempts,
                     "error": line.error,
-                    **self._desk.details(line.id),
+                    **self.desk.details(line.id),
                     **self._loop_details(line.id, line.phase),
                 }
             )
@@ -146,24 +145,6 @@ class PlanWorkflow:
     def _loop_details(self, step_id: str, phase: str) -> dict[str, Any]:
         loop = self._loops.get(step_id)
         return {"items": loop.progress()} if loop is not None and phase == "running" else {}
-
-    @workflow.signal
-    def approve_step(self, decision: ApprovalDecision) -> None:
-        """Approve or reject a step awaiting approval (fire-and-forget; works from other
-        workflows). Refused, recorded in ``progress`` and ignored for any other step."""
-        self._desk.offer(decision)
-
-    @workflow.update
-    def decide_step(self, decision: ApprovalDecision) -> str:
-        """Approve or reject a step awaiting approval and hear back that it was taken."""
-        self._desk.take(decision)
-        return "approved" if decision.approved else "rejected"
-
-    @decide_step.validator
-    def _validate_decision(self, decision: ApprovalDecision) -> None:
-        reason = self._desk.refusal(decision)
-        if reason is not None:
-            raise ValueError(reason)
 
     @workflow.signal(name=HOOK_REPLY_SIGNAL)
     def hook_reply(self, reply: Any) -> None:
@@ -194,7 +175,7 @@ class PlanWorkflow:
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(checked, recall=self._recall)
         self._summaries = StepSummaries(checked)
-        self._desk = ApprovalDesk(checked.steps)
+        self.desk = ApprovalDesk(checked.steps)
         route = _hook_route(request)
         self._admission = Admission(
             max_task_bytes=request.max_task_bytes,
@@ -287,7 +268,7 @@ class PlanWorkflow:
         if options.requires_approval:
             if not wanted():
                 return None
-            rejected = await await_decision(self._desk, call.step_id, call.args)
+            rejected = await await_decision(self.desk, call.step_id, call.args)
             if rejected is not None:
                 return False, rejected, 0.0, 0
         verdict = await self._admission.enter(json_size(call.args), wanted=wanted)

@@ -10,13 +10,12 @@ a person decides, and the decision is for the arguments the person saw.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from durable_plan.check import ToolCatalog, ToolSpec
+from durable_plan.language.digest import args_digest as args_digest
 from durable_plan.language.errors import APPROVAL_REFUSAL
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
@@ -57,16 +56,6 @@ class ApprovalPolicy:
             name: replace(opts, requires_approval=self.requires(name, opts))
             for name, opts in options.items()
         }
-
-
-def args_digest(args: Mapping[str, Any]) -> str:
-    """A short digest of a step's bound arguments, for approvals bound to what was seen.
-
-    Canonical JSON (sorted keys, no spaces), so the person's client and the
-    workflow compute the same digest from the same arguments.
-    """
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def gated_patterns(handlers: Sequence[Any]) -> list[str]:
