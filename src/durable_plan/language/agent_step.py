@@ -11,7 +11,9 @@ its checks, and the ``{{ JSONata }}`` prompt templates; the loop itself is in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from durable_plan.language.patterns import matches_patterns
 
@@ -53,3 +55,32 @@ def resolve_tools(patterns: Sequence[str] | None, plannable: Sequence[str]) -> l
     if patterns is None:
         return available
     return [n for n in available if matches_patterns(n, list(patterns))]
+
+
+@dataclass(frozen=True)
+class AgentStepSpec:
+    """An agent step's bound arguments, resolved once for both runners: its tools by name,
+    its defaults filled in (``model`` None: the runner's default model)."""
+
+    prompt: str
+    output_schema: dict[str, Any]
+    tools: list[str]
+    max_iterations: int
+    model: str | None
+    system_prompt: str | None
+
+
+def agent_step_spec(
+    args: Mapping[str, Any], plannable: Sequence[str], default_model: str | None = None
+) -> AgentStepSpec:
+    """The step's arguments (checked before the plan ran) as the loop needs them."""
+    model = args.get("model", default_model)
+    extra = args.get("system_prompt")
+    return AgentStepSpec(
+        prompt=str(args["prompt"]),
+        output_schema=dict(args["output_schema"]),
+        tools=resolve_tools(args.get("tools"), plannable),
+        max_iterations=int(args.get("max_iterations", DEFAULT_MAX_ITERATIONS)),
+        model=model if isinstance(model, str) else None,
+        system_prompt=extra if isinstance(extra, str) else None,
+    )

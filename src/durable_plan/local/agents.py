@@ -16,7 +16,7 @@ from strands import Agent
 from strands.models import Model
 from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
 
-from durable_plan.language.agent_step import AGENT_TOOL, DEFAULT_MAX_ITERATIONS, resolve_tools
+from durable_plan.language.agent_step import AGENT_TOOL, agent_step_spec
 from durable_plan.language.errors import StepFailure, describe_exception
 from durable_plan.run.agent_loop import run_agent_step, system_prompt
 from durable_plan.run.calls import Invoker
@@ -57,19 +57,16 @@ def agent_steps(
     async def invoke_with_agents(tool: str, args: dict[str, Any]) -> Any:
         if tool != AGENT_TOOL:
             return await invoke(tool, args)
-        names = resolve_tools(args.get("tools"), plannable)
+        spec = agent_step_spec(args, plannable)
         agent = Agent(
-            model=model_for(args.get("model")),
-            tools=[InvokerTool(name, registry.get(name).tool_spec_json, invoke) for name in names],
-            system_prompt=system_prompt(args.get("system_prompt")),
+            model=model_for(spec.model),
+            tools=[
+                InvokerTool(name, registry.get(name).tool_spec_json, invoke) for name in spec.tools
+            ],
+            system_prompt=system_prompt(spec.system_prompt),
             callback_handler=None,
         )
-        return await run_agent_step(
-            agent,
-            args["prompt"],
-            args["output_schema"],
-            int(args.get("max_iterations", DEFAULT_MAX_ITERATIONS)),
-        )
+        return await run_agent_step(agent, spec.prompt, spec.output_schema, spec.max_iterations)
 
     return invoke_with_agents
 
