@@ -154,8 +154,35 @@ def test_every_problem_code_is_tested() -> None:
         "unknown_name",  # tests/test_hostile_check.py
         "owner_rule",  # tests/test_owner_rules.py
         "prior_reference",  # tests/test_reuse.py
+        "unknown_input",  # below
     }
     assert tested == set(get_args(ProblemCode))
+
+
+def test_a_read_of_an_input_the_file_does_not_declare_is_a_problem() -> None:
+    """Found by the expression analysis (bindings, conditions and prompt placeholders),
+    not by searching the text: a string literal 'inputs.x' reads nothing."""
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "t", "bind": {"x": "inputs.ticket", "y": "'inputs.nope'"}},
+            {
+                "id": "b",
+                "tool": "agent",
+                "args": {
+                    "prompt": "Ticket {{ inputs.tickt }}",
+                    "output_schema": {"type": "object"},
+                    "model": "m",
+                },
+            },
+        ]
+    }
+    with pytest.raises(PlanRejected) as caught:
+        check_plan(plan, inputs={}, input_names=["ticket"])
+    [problem] = [p for p in caught.value.problems if p.code == "unknown_input"]
+    assert (problem.step, problem.field) == ("b", "args.prompt")
+    assert "reads inputs.tickt, but the file declares no input 'tickt'" in problem.message
+    assert "read one of: ticket" in problem.fix
+    check_plan({"steps": plan["steps"][:1]}, inputs={}, input_names=["ticket"])
 
 
 def test_schema_misspelled_step_field_suggests_the_right_one() -> None:

@@ -20,7 +20,6 @@ import pytest
 from durable_plan.cli.plan_file import (
     PlanFileError,
     check_plan_file,
-    input_names_read,
     load_plan_file,
 )
 from tests.helpers import cli_subprocess, run_cli
@@ -271,8 +270,11 @@ def test_graph_bad_input(tmp_path: Path) -> None:
 
 
 def test_input_reads_ignore_string_literals_and_other_roots() -> None:
-    assert input_names_read("inputs.a & 'inputs.b' & \"inputs.c\" & x.inputs.d") == ["a"]
-    assert input_names_read("inputs.`odd name` + inputs . spaced") == ["odd name", "spaced"]
+    """The expression analysis records them (it reads the parsed tree, not the text)."""
+    from durable_plan.expressions import parse
+
+    assert parse("inputs.a & 'inputs.b' & \"inputs.c\" & x.inputs.d").input_reads == ("a",)
+    assert parse("inputs.`odd name` + inputs . spaced").input_reads == ("odd name", "spaced")
 
 
 def test_duplicate_keys_are_problems_with_the_rest(tmp_path: Path) -> None:

@@ -32,6 +32,8 @@ class CheckerState:
         self.durable = durable
         self.problems: list[Problem] = []
         self.roots: tuple[str, ...] = ()
+        self.declared_inputs: tuple[str, ...] | None = None
+        """A plan file's declared input names (None: any name, or no plan file)."""
         """Names besides ``steps`` that expressions may read at the root (``inputs``)."""
         self._prefix = ""
         # step id -> dependency id -> the field that creates the edge (for cycle reports)

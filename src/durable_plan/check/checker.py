@@ -42,12 +42,14 @@ def check_plan(
     durable: bool = False,
     prior: Collection[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
+    input_names: Collection[str] | None = None,
 ) -> CheckedPlan:
     """Validate everything, then return the checked plan or raise ``PlanRejected``.
 
     ``catalog=None`` accepts any tool name (the invoker decides at run time);
     ``durable=True`` also refuses JSONata functions that would not replay.
-    ``inputs`` (a plan file's values) makes ``inputs`` a second root expressions read.
+    ``inputs`` (a plan file's values) makes ``inputs`` a second root expressions read;
+    ``input_names`` (the names the file declares) makes reading any other one a problem.
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
@@ -55,6 +57,8 @@ def check_plan(
     if inputs is None:
         return checker.run(raw)
     checker.roots = ("inputs",)
+    if input_names is not None:
+        checker.declared_inputs = tuple(input_names)
     try:
         values = plain_json(dict(inputs))
     except StepError as exc:

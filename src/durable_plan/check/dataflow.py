@@ -210,8 +210,33 @@ class DataflowChecks(KindChecks):
                 edge_fields.setdefault(ref, fld)
         if expr.prior_paths or expr.prior_dynamic:
             self._check_prior(step, fld, expr)
+        if expr.input_reads and self.declared_inputs is not None:
+            self._check_inputs(step, fld, expr.input_reads, self.declared_inputs)
         if expr.is_dynamic:
             dynamic_fields.append(f"{fld} ({', '.join(expr.dynamic)})")
+
+    def _check_inputs(
+        self, step: Step, fld: str, reads: tuple[str, ...], declared: tuple[str, ...]
+    ) -> None:
+        """A plan file's ``inputs.<name>``: only the names it declares (a misspelt input is a
+        problem here, not a step failure at run time)."""
+        listed = ", ".join(declared) if declared else "none"
+        for name in reads:
+            if name in declared:
+                continue
+            fix = (
+                f"declare it under inputs.properties, or read one of: {listed}"
+                if declared
+                else f"declare the inputs: `inputs: {{type: object, properties: {{{name}: ...}}}}`"
+            )
+            self.add(
+                "unknown_input",
+                f"reads inputs.{name}, but the file declares no input '{name}' (declared: "
+                f"{listed})",
+                fix,
+                step.id,
+                fld,
+            )
 
     def _check_prior(self, step: Step, fld: str, expr: Expression) -> None:
         """Reads of earlier plans' results: by name, and only of steps that ended ok."""

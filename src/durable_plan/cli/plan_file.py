@@ -13,8 +13,7 @@ plan sent by a model has not: parsing, lines, and inputs.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -400,10 +399,16 @@ def check_plan_file(
     ``inputs`` readable. Reads of ``inputs.<name>`` the schema does not declare are
     problems too, so a misspelled input fails here, not as a step failure at run time.
     """
-    problems = [*pf.problems, *_input_reads(pf)]
+    problems = list(pf.problems)
     checked: CheckedPlan | None = None
     try:
-        checked = check_plan(pf.plan, catalog=catalog, durable=durable, inputs=inputs or {})
+        checked = check_plan(
+            pf.plan,
+            catalog=catalog,
+            durable=durable,
+            inputs=inputs or {},
+            input_names=pf.declared_inputs,
+        )
     except PlanRejected as exc:
         for p in exc.problems:
             where = pf.step_path(p.step, p.field)
@@ -413,73 +418,6 @@ def check_plan_file(
     if problems or checked is None:
         raise PlanFileError(problems)
     return checked
-
-
-_STRING = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
-_INPUT_READ = re.compile(r"(?<![\w$.`])inputs\s*\.\s*(?:([A-Za-z_][A-Za-z0-9_]*)|`([^`]*)`)")
-_PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
-
-
-def input_names_read(source: str) -> list[str]:
-    """The names an expression reads as ``inputs.<name>`` (string literals ignored)."""
-    code = _STRING.sub(lambda m: " " * len(m.group(0)), source)
-    return [m.group(1) or m.group(2) for m in _INPUT_READ.finditer(code)]
-
-
-def _input_reads(pf: PlanFile) -> Iterator[FileProblem]:
-    declared = pf.declared_inputs
-    if declared is None:
-        return
-    listed = ", ".join(declared) if declared else "none"
-    for index, step, fld, source in _expressions(pf.plan):
-        for name in dict.fromkeys(input_names_read(source)):
-            if name in declared:
-                continue
-            sid = step.get("id") if isinstance(step.get("id"), str) else f"#{index + 1}"
-            fix = (
-                f"declare it under inputs.properties, or read one of: {listed}"
-                if declared
-                else f"declare the inputs: `inputs: {{type: object, properties: {{{name}: ...}}}}`"
-            )
-            yield pf.problem(
-                f"reads inputs.{name}, but the file declares no input '{name}' (declared: "
-                f"{listed})",
-                fix,
-                path=("steps", index, *fld.split(".")),
-                step=sid,
-                fld=fld,
-                code="unknown_input",
-            )
-
-
-def _expressions(plan: Mapping[str, Any]) -> Iterator[tuple[int, Mapping[str, Any], str, str]]:
-    """(step index, step, field, source) of every expression a step and its map body hold."""
-    for index, step in enumerate(_steps_of(plan)):
-        if not isinstance(step, Mapping):
-            continue
-        yield from ((index, step, f, s) for f, s in _sources(step, ""))
-        args = step.get("args")
-        body = args.get("do") if isinstance(args, Mapping) else None
-        if isinstance(body, Mapping):
-            yield from ((index, step, f, s) for f, s in _sources(body, "args.do."))
-
-
-def _sources(step: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, str]]:
-    bind = step.get("bind")
-    if isinstance(bind, Mapping):
-        for name, source in bind.items():
-            if isinstance(source, str):
-                yield f"{prefix}bind.{name}", source
-    when = step.get("when")
-    if isinstance(when, str):
-        yield f"{prefix}when", when
-    args = step.get("args")
-    if step.get("tool") == "agent" and isinstance(args, Mapping):
-        for name in ("prompt", "system_prompt"):
-            text = args.get(name)
-            if isinstance(text, str):
-                for match in _PLACEHOLDER.finditer(text):
-                    yield f"{prefix}args.{name}", match.group(1)
 
 
 def _steps_of(plan: Mapping[str, Any]) -> list[Any]:

@@ -24,6 +24,9 @@ LOOP_VARIABLES = ("item", "index", "accumulator")
 """Inside a map or reduce body these are fields of the scope (``item.name``) and
 variables too (``$index``, for use inside a filter: ``steps.a.results[$index]``)."""
 NONDETERMINISTIC = frozenset({"now", "millis", "random", "shuffle"})
+INPUTS_ROOT = "inputs"
+"""Beside ``steps`` in a plan file: its input values (``inputs.<name>``), checked against
+the names the file declares."""
 PRIOR_ROOT = "prior"
 """Beside ``steps``: results of steps that ended ok in earlier plans of the conversation
 (``prior.<id>.<field>``, see ``reuse.py``). They create no dependency."""
@@ -58,6 +61,8 @@ class Expression:
     prior_required: tuple[tuple[str, ...], ...] = ()
     prior_dynamic: tuple[str, ...] = ()
     """Reads of ``prior`` that name no step (``prior``, ``prior.*``): refused by the checks."""
+    input_reads: tuple[str, ...] = ()
+    """Names read as ``inputs.<name>`` (a plan file's inputs), in order of appearance."""
 
     @property
     def prior_refs(self) -> frozenset[str]:
@@ -125,6 +130,7 @@ def parse_with_jsonata(source: str) -> Expression:
         prior_paths=tuple(analysis.prior_paths),
         prior_required=tuple(analysis.prior_required),
         prior_dynamic=tuple(analysis.prior_dynamic),
+        input_reads=tuple(dict.fromkeys(analysis.input_reads)),
     )
 
 
@@ -167,6 +173,7 @@ class _Analysis:
         self.prior_paths: list[tuple[str, ...]] = []
         self.prior_required: list[tuple[str, ...]] = []
         self.prior_dynamic: list[str] = []
+        self.input_reads: list[str] = []
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -214,7 +221,11 @@ class _Analysis:
                 self._optional -= 1
             return
         if kind == "path":
-            if not self._visit_steps_path(node) and not self._visit_prior_path(node):
+            if not (
+                self._visit_steps_path(node)
+                or self._visit_prior_path(node)
+                or self._visit_inputs_path(node)
+            ):
                 self._visit_path(node)
             return
         for name, child in vars(node).items():
@@ -290,6 +301,21 @@ class _Analysis:
         self.prior_paths.append(tuple(names))
         if not self._optional:
             self.prior_required.append(tuple(names))
+        return True
+
+    def _visit_inputs_path(self, node: Any) -> bool:
+        """``inputs.<name>...``: a plan file's input; the root stays readable as ``inputs``."""
+        parts = list(getattr(node, "steps", None) or [])
+        if parts and self._is_root(parts[0]):
+            parts = parts[1:]
+        if len(parts) < 2 or not _is_name(parts[0], INPUTS_ROOT):
+            return False
+        self.bare_names.append(INPUTS_ROOT)  # the root itself, as a bare `inputs` reads it
+        self._visit_relative(getattr(parts[0], "stages", None))
+        self._visit_relative(parts[1:])
+        second = parts[1]
+        if getattr(second, "type", None) == "name" and isinstance(second.value, str):
+            self.input_reads.append(second.value)
         return True
 
     @staticmethod

@@ -28,6 +28,7 @@ ProblemCode = Literal[
     "unknown_name",
     "owner_rule",
     "prior_reference",
+    "unknown_input",
 ]
 
 APPROVAL_REFUSAL = (

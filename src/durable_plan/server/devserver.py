@@ -34,10 +34,8 @@ __all__ = [
     "DevServerError",
     "DevServerNotFound",
     "find_temporal_cli",
-    "find_test_server",
     "free_port",
     "require_temporal_cli",
-    "require_test_server",
 ]
 
 HOST = "127.0.0.1"
@@ -105,11 +103,6 @@ def find_temporal_cli(explicit: str | Path | None = None) -> Path | None:
     return _find("temporal", "TEMPORAL_CLI", explicit)
 
 
-def find_test_server(explicit: str | Path | None = None) -> Path | None:
-    """Explicit path, else $TEMPORAL_TEST_SERVER, else this interpreter's venv, else PATH."""
-    return _find("temporal-test-server", "TEMPORAL_TEST_SERVER", explicit)
-
-
 def _not_found(name: str, env_var: str, explicit: str | Path | None) -> DevServerNotFound:
     env_value = os.environ.get(env_var) or None
     fix = f"install it with: {INSTALL_HINT}"
@@ -136,14 +129,6 @@ def require_temporal_cli(explicit: str | Path | None = None) -> Path:
     path = find_temporal_cli(explicit)
     if path is None:
         raise _not_found("temporal", "TEMPORAL_CLI", explicit)
-    return path
-
-
-def require_test_server(explicit: str | Path | None = None) -> Path:
-    """Like `find_test_server`, but a miss raises `DevServerNotFound` with the fix."""
-    path = find_test_server(explicit)
-    if path is None:
-        raise _not_found("temporal-test-server", "TEMPORAL_TEST_SERVER", explicit)
     return path
 
 
