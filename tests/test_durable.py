@@ -15,7 +15,6 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.language.errors import PlanRejected
-from durable_plan.local.runner import execute_plan
 from durable_plan.temporal import (
     PlanInput,
     PlanWorkflow,
@@ -25,9 +24,8 @@ from durable_plan.temporal import (
     start_plan,
 )
 from durable_plan.tools.registry import ToolRegistry
-from tests.case_tools import CASE_TOOLS, case_invoker
+from tests.case_tools import CASE_TOOLS
 from tests.helpers import phase_is, until_phase, until_progress
-from tests.plan_cases import PLAN_CASES, PlanCase
 
 
 async def flaky(key: str, succeed_on: int) -> dict[str, Any]:
@@ -93,32 +91,6 @@ async def run(client: Client, task_queue: str, plan: dict[str, Any], **kw: Any) 
     return await run_plan(
         client, plan, task_queue=task_queue, registry=REGISTRY, retry_initial_interval_s=0.1, **kw
     )
-
-
-# -- one table, two runners ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", PLAN_CASES, ids=[c.name for c in PLAN_CASES])
-async def test_shared_cases_match_in_process(
-    client: Client, task_queue: str, case: PlanCase
-) -> None:
-    local = await execute_plan(case.plan, case_invoker)
-    async with durable_worker(client, task_queue):
-        durable = await run(client, task_queue, case.plan)
-    statuses = {o.id: o.status for o in durable.ledger}
-    assert statuses == case.statuses
-    assert statuses == {o.id: o.status for o in local.ledger}
-    if case.returned is not None:
-        assert durable.returned == case.returned
-    assert durable.returned == local.returned
-    assert list(durable.returned) == list(local.returned)
-    assert durable.final == case.final == local.final
-    assert durable.levels == local.levels
-    assert durable.inference_passes_saved == local.inference_passes_saved
-    for step_id, fragments in case.errors.items():
-        error = durable.outcome(step_id).error or ""
-        for fragment in fragments:
-            assert fragment in error, (step_id, error)
 
 
 # -- concurrency and retries -----------------------------------------------------------------

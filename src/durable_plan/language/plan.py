@@ -124,6 +124,18 @@ class PlanResult(_Frozen):
     def failures(self) -> list[StepOutcome]:
         return [o for o in self.ledger if o.status == "failed"]
 
+    def in_plan_order(self) -> PlanResult:
+        """``returned`` in plan (ledger) order, whatever order ``returns`` lists.
+
+        The one rule for both runners: a data converter or codec may reorder an
+        object's keys on the way out of a workflow, and the ledger's order survives
+        that, so the durable client puts ``returned`` back by it and the in-process
+        runner builds it the same way."""
+        order = [o.id for o in self.ledger if o.id in self.returned]
+        if list(self.returned) == order:
+            return self
+        return self.model_copy(update={"returned": {k: self.returned[k] for k in order}})
+
     def outcome(self, step_id: str) -> StepOutcome:
         for o in self.ledger:
             if o.id == step_id:

@@ -100,7 +100,7 @@ async def run_checked(
         start(run.next_calls())
         while tasks:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: t.get_name()):
+            for task in sorted(done, key=lambda t: run.rank(tasks[t])):
                 call = tasks.pop(task)
                 ok, value, duration_ms = task.result()
                 if ok:
@@ -141,7 +141,7 @@ async def _run_items(
         start()
         while running:
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=lambda t: t.get_name()):
+            for task in sorted(done, key=lambda t: items.rank(running[t])):
                 ok, value, _ms = task.result()
                 items.record(running.pop(task), ok, value)
             start()

@@ -10,7 +10,7 @@ I/O or reads a clock, so the Temporal workflow can run it as workflow code.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,7 +31,11 @@ from durable_plan.language.limits import (
 from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus
 from durable_plan.run.calls import StepCall
 from durable_plan.run.items import ItemRun
-from durable_plan.run.references import holds_reference, read_inside_message
+from durable_plan.run.references import (
+    holds_reference,
+    read_inside_message,
+    unwrapped_reference_message,
+)
 from durable_plan.run.reuse import PRIOR, Recall, Remembered
 from durable_plan.run.scheduler import Scheduler
 
@@ -59,10 +63,15 @@ class PlanRun:
         checked: CheckedPlan,
         limits: ExpressionLimits = DEFAULT_LIMITS,
         recall: Recall | None = None,
+        reads_references: Callable[[str], bool] | None = None,
     ) -> None:
         """``recall``: the conversation's remembered steps this plan may reuse and read
-        as ``prior`` (``reuse.py``); None runs every step and remembers nothing."""
+        as ``prior`` (``reuse.py``); None runs every step and remembers nothing.
+        ``reads_references``: the runner's word on which tools' calls read a stored result
+        handed to them whole (durably: registered tools, through their wrapper activity;
+        not an existing activity or an MCP tool); None: every tool's."""
         self._checked = checked
+        self._reads_references = reads_references
         self._budget = expressions.Budget(limits)
         self._exited: dict[str, Any] | None = None
         plan = checked.plan
@@ -79,6 +88,7 @@ class PlanRun:
         self._keys: dict[str, str] = {}  # step -> its arguments' digest, with a recall
         self._reused: dict[str, int] = {}  # step -> the earlier plan whose result it reused
         self._stored: set[str] = set()  # steps whose result is (or lists) stored references
+        self._rank = {sid: n for n, sid in enumerate(checked.steps)}
 
     @property
     def checked(self) -> CheckedPlan:
@@ -106,6 +116,23 @@ class PlanRun:
                 if call is not None:
                     calls.append(call)
         return self.still_to_start(calls)
+
+    def receives_references(self, tool: str) -> bool:
+        """May a step (or a map item) calling ``tool`` be handed a stored result whole?
+
+        The one rule, for steps and items: only a tool call whose runner reads the
+        value; control steps and agent steps compute over their inputs in workflow code,
+        which cannot see inside a reference (``references.py``)."""
+        if tool in CONTROL or tool == AGENT_TOOL:
+            return False
+        return self._reads_references is None or self._reads_references(tool)
+
+    def rank(self, call: StepCall) -> int:
+        """The order in which a runner records calls that ended together: plan order.
+
+        Both runners take a batch of finished calls back in this order, so the same
+        plan stops at the same failure in-process and durably (``fail_fast``)."""
+        return self._rank[call.step_id]
 
     def still_to_start(self, calls: list[StepCall]) -> list[StepCall]:
         """Of calls handed out but not started yet, those that should still start.
@@ -146,10 +173,11 @@ class PlanRun:
         if not self.finished:
             raise RuntimeError("the plan is still running")
         ledger = [self._outcomes[sid] for sid in self._checked.steps]
-        returned = {
+        returns = set(self._checked.returns)
+        returned = {  # in plan order: PlanResult.in_plan_order
             sid: self._results[sid]
-            for sid in self._checked.returns
-            if self._outcomes[sid].status == "ok"
+            for sid in self._checked.steps
+            if sid in returns and self._outcomes[sid].status == "ok"
         }
         exited = self._exited
         clean = not any(o.status == "failed" for o in ledger) and (
@@ -221,15 +249,17 @@ class PlanRun:
         templates: Mapping[str, Template],
         args: dict[str, Any],
         *,
-        passes_refs: bool = False,
+        tool: str | None = None,
     ) -> dict[str, Any] | None:
         """``args`` with ``when``, templates and ``bind`` applied; None when ``when`` is false.
 
         Raises ``StepError`` naming the field (and the bound, for a limit).
-        ``passes_refs``: the step is a tool call, whose activity reads stored results,
-        so a binding may pass one whole (``references.py``).
+        ``tool``: what the step calls, which decides whether a binding may pass a stored
+        result whole (``receives_references``); None: it may not.
         """
         budget = self._budget
+        passes_refs = tool is not None and self.receives_references(tool)
+        unwrapped = None if passes_refs or tool in CONTROL or tool in (None, AGENT_TOOL) else tool
         field = "when"
         try:
             if when is not None:
@@ -244,18 +274,24 @@ class PlanRun:
                 args[name] = self._render(template, scope, name, budget)
             for name, expr in bind.items():
                 field = f"binding '{name}'"
-                self._refuse_stored(expr, scope, field, passes_refs)
+                self._refuse_stored(expr, scope, field, passes_refs, unwrapped)
                 args[name] = self._evaluate(expr, scope, f"binding '{name}' matched no value")
         except LimitExceeded as exc:
             raise StepError(f"{field}: {exc}; {_LIMIT_FIX}") from None
         return args
 
     def _refuse_stored(
-        self, expr: expressions.Expression, scope: Mapping[str, Any], field: str, whole: bool
+        self,
+        expr: expressions.Expression,
+        scope: Mapping[str, Any],
+        field: str,
+        whole: bool,
+        unwrapped: str | None = None,
     ) -> None:
         """Fail an expression that would read inside a result stored by reference: workflow
         code cannot see the value, and computing over the reference would be silently wrong.
-        Passing one whole (``steps.<id>``, ``whole``) is allowed; nothing to do without any."""
+        Passing one whole (``steps.<id>``, ``whole``) is allowed; nothing to do without any.
+        ``unwrapped``: the tool the step calls cannot read a reference at all."""
         if not self._stored:
             return
         steps = scope.get("steps")
@@ -267,6 +303,8 @@ class PlanRun:
                 continue
             if whole and expr.simple_path == (sid,):
                 continue
+            if unwrapped is not None and expr.simple_path == (sid,):
+                raise StepError(unwrapped_reference_message(field, sid, unwrapped))
             raise StepError(read_inside_message(field, sid, steps[sid], passes_whole=whole))
 
     def _evaluate(
@@ -289,7 +327,7 @@ class PlanRun:
                 cs.bind,
                 cs.templates,
                 dict(cs.step.args),
-                passes_refs=cs.step.tool not in CONTROL and cs.step.tool != AGENT_TOOL,
+                tool=cs.step.tool,
             )
         except StepError as exc:
             self._end(cs.id, "failed", str(exc), 0.0, 0)
@@ -341,8 +379,7 @@ class PlanRun:
             entry = recall.learn(sid, outcome.tool, key, self._results[sid])
             if entry is not None:
                 learned.append(entry)
-        order = {sid: n for n, sid in enumerate(self._checked.steps)}
-        return sorted(learned, key=lambda e: order[e.step])
+        return sorted(learned, key=lambda e: self._rank[e.step])
 
     def _exit(self, cs: CheckedStep, args: dict[str, Any]) -> None:
         """An exit step fired: it ends ok with why, and the scheduler stops the plan."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.control_steps import DEFAULT_CONCURRENCY, MAX_ITEMS, REDUCE
 from durable_plan.language.errors import StepError
 from durable_plan.run.references import is_reference
@@ -99,6 +98,11 @@ class ItemRun:
                 calls.append(call)
         return calls
 
+    def rank(self, call: StepCall) -> int:
+        """Items that ended together are recorded in input order (``"m[2]"`` before
+        ``"m[10]"``), by both runners; see ``PlanRun.rank``."""
+        return _index(call.step_id)
+
     def withdraw(self, call: StepCall) -> bool:
         """A handed-out item the runner has not started yet: True if it should still start.
 
@@ -159,7 +163,7 @@ class ItemRun:
                 body.bind,
                 body.templates,
                 dict(body.args),
-                passes_refs=body.tool != AGENT_TOOL,
+                tool=body.tool,
             )
         except StepError as exc:
             self._fail(index, str(exc))

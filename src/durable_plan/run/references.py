@@ -113,6 +113,16 @@ def size_text(size: int) -> str:
     return f"{size / 1024:.0f} KiB"
 
 
+def unwrapped_reference_message(field: str, step_id: str, tool: str) -> str:
+    """Existing activities and MCP tools run without the wrapper that reads stored results."""
+    return (
+        f"{field} passes the result of step '{step_id}', stored by reference, to tool "
+        f"'{tool}' (a Temporal activity called as it is, or an MCP tool), which cannot read "
+        "a result stored by reference; bind a smaller value, or call it from a tool "
+        "registered as a function (ToolRegistry.add), whose wrapper reads the value"
+    )
+
+
 def read_inside_message(field: str, step_id: str, value: Any, *, passes_whole: bool) -> str:
     """Why an expression may not read a stored result, and what to write instead."""
     if is_reference(value):

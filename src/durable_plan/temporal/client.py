@@ -34,6 +34,7 @@ from temporalio.service import RPCError
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.run.reuse import REMEMBERED_KEY
 from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -194,10 +195,11 @@ class PlanHandle:
             raw = await self.handle.result()
         except WorkflowFailureError as exc:
             raise PlanFailed(failure_message(exc)) from exc
-        result = PlanResult.model_validate(raw)
-        # The data converter may sort keys; give results back in plan order.
-        order = [o.id for o in result.ledger if o.id in result.returned]
-        return result.model_copy(update={"returned": {k: result.returned[k] for k in order}})
+        if isinstance(raw, dict) and REMEMBERED_KEY in raw:
+            # A plan started with a conversation's memory returns what it learned beside
+            # the result (the plugin keeps it; a PlanHandle gives the result alone).
+            raw = {k: v for k, v in raw.items() if k != REMEMBERED_KEY}
+        return PlanResult.model_validate(raw).in_plan_order()
 
     async def progress(self, *, rpc_timeout: timedelta | None = None) -> list[dict[str, Any]]:
         """The ledger so far; running steps carry their live attempt and last failure.

@@ -65,16 +65,6 @@ def args_too_large(call: StepCall, size: int, request: PlanInput) -> str:
     )
 
 
-def unwrapped_reference_message(call: StepCall) -> str:
-    """Existing activities and MCP tools run without the wrapper that reads stored results."""
-    return (
-        f"step '{call.step_id}': tool '{call.tool}' (a Temporal activity called as it is, or "
-        "an MCP tool) cannot read a result stored by reference; bind a smaller value, or "
-        "call it from a tool registered as a function (ToolRegistry.add), whose wrapper "
-        "reads the value"
-    )
-
-
 def bounded_payload(
     run: PlanRun, request: PlanInput, resolved: dict[str, Any] | None = None
 ) -> dict[str, Any]:

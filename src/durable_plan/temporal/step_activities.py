@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from durable_plan.language.options import ToolOptions
     from durable_plan.run.calls import StepCall
-    from durable_plan.run.references import is_reference, iter_references
+    from durable_plan.run.references import is_reference
     from durable_plan.temporal.admission import Admission
     from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import PlanInput, StepRequest, StepResponse
@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
         Outcome,
         activity_failure,
         ms_since,
-        unwrapped_reference_message,
     )
     from durable_plan.temporal.policy import CallPolicy
     from durable_plan.temporal.ui_summary import StepSummaries
@@ -68,9 +67,6 @@ class StepActivities:
             owner_rules=self.owner_rules,
             interruptions=request.max_interruptions,
         )
-        unwrapped = options.kind in ("activity", "mcp")
-        if unwrapped and self.stored_any and next(iter_references(call.args), None) is not None:
-            return False, unwrapped_reference_message(call), 0.0, 0
         common = policy.activity_options(
             call.step_id, self._summary(call), request.retry_initial_interval_s
         )

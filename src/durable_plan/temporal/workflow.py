@@ -21,6 +21,7 @@ re-import of jsonata and pydantic per run plus several milliseconds per step
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -167,7 +168,9 @@ class PlanWorkflow(ApprovalHandlers):
         )
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
-        run = self._run = PlanRun(checked, recall=self._recall)
+        run = self._run = PlanRun(
+            checked, recall=self._recall, reads_references=_reads_references(request)
+        )
         self.desk = ApprovalDesk(checked.steps)
         route = _hook_route(request)
         self._admission = Admission(
@@ -180,7 +183,6 @@ class PlanWorkflow(ApprovalHandlers):
         calls = self._activities = StepActivities(
             request, self._admission, StepSummaries(checked), owner_rules=self._owner_rules
         )
-        order = {sid: n for n, sid in enumerate(checked.steps)}
 
         def wanted(call: StepCall) -> Wanted:
             return Wanted(lambda: bool(run.still_to_start([call])))
@@ -188,7 +190,7 @@ class PlanWorkflow(ApprovalHandlers):
         await drive(
             run.next_calls,
             lambda call: self._run_call(call, request, wanted(call)),
-            lambda call: order[call.step_id],
+            run.rank,
             lambda call, outcome: record(run, call, outcome),
         )
         resolved: dict[str, Any] = {}
@@ -295,7 +297,7 @@ class PlanWorkflow(ApprovalHandlers):
         await drive(
             items.next_calls,
             lambda item: self._run_call(item, request, item_wanted(item)),
-            lambda item: _item_index(item.step_id),
+            items.rank,
             lambda item, outcome: items.record(item, outcome[0], outcome[1]),
         )
         ok, value = items.result()
@@ -369,5 +371,12 @@ def _room_left(route: HookRoute | None, hooks: HookAsker) -> int | None:
     return max(route.budget - hooks.sent_bytes, 0)
 
 
-def _item_index(step_id: str) -> int:
-    return int(step_id.rsplit("[", 1)[1].rstrip("]"))
+def _reads_references(request: PlanInput) -> Callable[[str], bool]:
+    """Registered tools read a stored result through their wrapper activity; an existing
+    activity called as it is and an MCP tool get the reference itself (``PlanRun``)."""
+
+    def reads(tool: str) -> bool:
+        options = request.tools.get(tool)
+        return options is None or options.kind not in ("activity", "mcp")
+
+    return reads

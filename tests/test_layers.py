@@ -1,0 +1,193 @@
+"""The direction of imports between the subpackages, walked from the source.
+
+Every ``import`` and ``from ... import`` in ``src/durable_plan`` (at any depth: inside
+functions and ``TYPE_CHECKING`` blocks too, since a lazy import is still a dependency) is
+mapped to the layer it comes from and the layer it reaches. The rules (README, Layout):
+
+- ``language`` imports nothing of ours; ``expressions`` only the language;
+- ``check`` the language and expressions; ``tools`` those and the checks;
+- ``run`` (the core both runners drive) only language, expressions, check and tools;
+- ``local`` and ``temporal`` import ``run`` and never each other;
+- nothing imports ``cli`` (but ``cli`` itself and the ``__main__`` entry point);
+- ``protect`` (encryption, result stores) stands alone; ``server`` may add encryption;
+- ``temporal`` may use ``protect`` and ``server``; ``strands`` (the plugin) reaches the
+  in-process runner and, for its durable path, ``temporal``;
+- ``testing`` (the scripted model) is imported by nothing of ours but the command line.
+
+A plain in-process agent does not load workflow code: checked in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "durable_plan"
+
+# What each layer may import (besides itself). The top-level modules are the public
+# import paths kept from 0.1.0 (shims re-exporting a subpackage) and the package root.
+ALLOWED: dict[str, set[str]] = {
+    "language": set(),
+    "expressions": {"language"},
+    "check": {"language", "expressions"},
+    "tools": {"language", "expressions", "check"},
+    "run": {"language", "expressions", "check", "tools"},
+    "local": {"language", "expressions", "check", "tools", "run"},
+    "protect": {"language"},
+    "server": {"language", "protect"},
+    "temporal": {"language", "expressions", "check", "tools", "run", "protect", "server"},
+    "strands": {"language", "expressions", "check", "tools", "run", "local", "temporal"},
+    "testing": {"language", "tools"},
+    "cli": {
+        "language",
+        "expressions",
+        "check",
+        "tools",
+        "run",
+        "local",
+        "temporal",
+        "protect",
+        "server",
+        "strands",
+        "testing",
+    },
+}
+
+
+def layer_of(module: str) -> str | None:
+    """``durable_plan.run.engine`` -> ``run``; top-level modules -> ``<top>``."""
+    parts = module.split(".")
+    if parts[0] != "durable_plan":
+        return None
+    if len(parts) == 1:
+        return "<top>"
+    candidate = SRC / parts[1]
+    return parts[1] if candidate.is_dir() else "<top>"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module_name(path)
+    if path.name != "__init__.py":
+        package = package.rsplit(".", 1)[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((node.lineno, target))
+            # `from durable_plan import run` names a subpackage too.
+            for alias in node.names:
+                found.append((node.lineno, f"{target}.{alias.name}"))
+    return found
+
+
+def violations() -> list[str]:
+    bad: list[str] = []
+    for path in sorted(SRC.rglob("*.py")):
+        here = layer_of(module_name(path))
+        for line, target in imports_of(path):
+            there = layer_of(target)
+            if here == "<top>" or there in (None, here, "<top>"):
+                continue  # a public shim or the package root re-exports a layer
+            if there not in ALLOWED[str(here)]:
+                rel = path.relative_to(SRC.parent)
+                bad.append(f"{rel}:{line}: {here} imports {there} ({target})")
+    return sorted(set(bad))
+
+
+def test_imports_point_one_way() -> None:
+    assert violations() == []
+
+
+def test_nothing_imports_the_command_line() -> None:
+    """Only the command line itself and ``python -m durable_plan`` reach ``cli``."""
+    reach = sorted(
+        str(path.relative_to(SRC.parent))
+        for path in SRC.rglob("*.py")
+        if layer_of(module_name(path)) != "cli"
+        and any(layer_of(t) == "cli" and ".cli" in t for _, t in imports_of(path))
+    )
+    assert reach == ["durable_plan/__main__.py"]
+
+
+def test_the_walk_sees_real_imports() -> None:
+    """The walker is not vacuous: it finds the core's imports and would flag a wrong one."""
+    engine = dict((t, n) for n, t in imports_of(SRC / "run" / "engine.py"))
+    assert "durable_plan.run.scheduler" in engine and "durable_plan.check" in engine
+    assert layer_of("durable_plan.temporal.workflow") == "temporal"
+    assert layer_of("durable_plan.plugin") == "<top>"
+    assert "temporal" not in ALLOWED["run"] and "local" not in ALLOWED["temporal"]
+    assert all("cli" not in allowed for layer, allowed in ALLOWED.items() if layer != "cli")
+
+
+def test_no_layer_depends_on_itself_through_another() -> None:
+    """The allowed graph has no cycle, so the layers can be read bottom to top."""
+    from graphlib import TopologicalSorter
+
+    order = list(TopologicalSorter(ALLOWED).static_order())
+    assert order.index("language") < order.index("run") < order.index("temporal")
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "from durable_plan import execute_plan, ToolRegistry",
+        "from durable_plan.plugin import WorkflowPlanPlugin",
+    ],
+)
+def test_a_plain_agent_does_not_load_workflow_code(imports: str) -> None:
+    """A plain Strands agent with the plan tool, running a plan in-process, never imports
+    the workflow modules (nor the Temporal client the durable path needs)."""
+    script = f"""
+import asyncio, sys
+{imports}
+from durable_plan import ToolRegistry, execute_plan
+from durable_plan.plugin import WorkflowPlanPlugin
+from strands import Agent, tool
+from durable_plan.testing import ScriptedModel, call, say
+
+@tool
+def add(a: int, b: int) -> int:
+    '''a + b.
+
+    Args:
+        a: first
+        b: second
+    '''
+    return a + b
+
+plan = {{"steps": [{{"id": "s", "tool": "add", "args": {{"a": 1, "b": 2}}}}], "final": True}}
+model = ScriptedModel(scripts={{"go": [call("submit_workflow_plan", **plan), say("done")]}})
+agent = Agent(model=model, tools=[add], plugins=[WorkflowPlanPlugin()], callback_handler=None)
+agent("go")
+print(asyncio.run(execute_plan(plan, ToolRegistry([add]))).returned)
+loaded = sorted(m for m in sys.modules if m in (
+    "durable_plan.temporal.workflow", "durable_plan.temporal.agent_workflow",
+    "durable_plan.strands.durable", "durable_plan.temporal.worker"))
+print("LOADED", loaded)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "{'s': 3}" in done.stdout
+    assert "LOADED []" in done.stdout, done.stdout
