@@ -17,12 +17,12 @@ fails before its next model call, with a message that says so.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from strands.hooks import BeforeModelCallEvent
@@ -32,21 +32,19 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.errors import describe_exception
     from durable_plan.language.options import ToolOptions
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
-    from durable_plan.temporal.admission import Admission, json_size
-    from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers, await_decision
+    from durable_plan.temporal.admission import Admission
+    from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
     from durable_plan.temporal.failures import root_cause
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
-    from durable_plan.temporal.mcp_steps import call_mcp_tool
     from durable_plan.temporal.messages import (
         DEFAULT_MAX_HISTORY_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
         DEFAULT_MAX_TASK_BYTES,
         HOOK_REPLY_SIGNAL,
-        StepRequest,
-        StepResponse,
-        failure_message,
     )
+    from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.policy import CallPolicy, retry_policy
+    from durable_plan.temporal.step_activities import ActivityCall, call_activity
     from durable_plan.tools.named_tool import NamedTool
     from durable_plan.tools.results import tool_result
 
@@ -206,73 +204,44 @@ class ActivityTool(NamedTool):
         yield await self._call(tool_use)
 
     async def _call(self, tool_use: ToolUse) -> ToolResult:
-        """One tool call of the loop: the agent's hooks, a person's approval, admission, the
-        activity under the tool's ``CallPolicy``, the hooks after (the plan's stages)."""
+        """One tool call of the loop through the plan's stages (``pipeline.Stages``); a
+        failure goes back into the loop as the tool's error, not as a step failure."""
         owner = self._owner
         assert owner.hooks is not None and owner.admission is not None
         owner.calls += 1
         round_ = owner.tracker.rounds
         call_id = f"{round_}/{self._name}/{owner.calls}"
         args = dict(tool_use.get("input") or {})
-        hooked = owner.hooks.covers(self._name)
-        if hooked:
-            before = await owner.hooks.before(call_id, self._name, args)
-            if before.cancel is not None:
-                return _result(tool_use, False, before.cancel)
-            args = before.args
-        if self._options.requires_approval:
-            rejected = await await_decision(owner.desk, call_id, args)
-            if rejected is not None:
-                return _result(tool_use, False, rejected)
-        verdict = await owner.admission.enter(json_size(args))
-        if verdict != "go":
-            return _result(tool_use, False, owner.admission.history_full_message())
-        try:
-            ok, value = await self._execute(call_id, round_, args)
-        finally:
-            owner.admission.leave()
-        if hooked:
-            after = await owner.hooks.after(call_id, self._name, ok, value, args)
-            ok, value = after.ok, after.value
-        return _result(tool_use, ok, value)
+        stages = Stages(owner.hooks, owner.desk, owner.admission)
+        outcome = await stages.run(
+            call_id,
+            self._name,
+            self._options,
+            args,
+            lambda args: call_activity(self._activity_call(call_id, round_, args)),
+        )
+        assert outcome is not None  # nothing withdraws an agent step's calls
+        return _result(tool_use, outcome[0], outcome[1])
 
-    async def _execute(self, call_id: str, round_: int, args: dict[str, Any]) -> tuple[bool, Any]:
-        """The tool's activity with its owner's rules; a failure is a value for the loop."""
+    def _activity_call(self, call_id: str, round_: int, args: dict[str, Any]) -> ActivityCall:
+        """The owner's rules for this call. Always a regular activity: an agent step's
+        calls never ran as local activities, and histories recorded so must replay."""
         options, request = self._options, self._request
-        policy = CallPolicy.of(options, interruptions=request.max_interruptions)
-        common: dict[str, Any] = {
-            **policy.activity_options(
-                call_id,
-                f"{request.step_id}/{round_}/{self._name}",
-                request.retry_initial_interval_s,
-            ),
-            **policy.remote_options(request.task_queue),
-        }
-        try:
-            if options.kind == "mcp":  # its server's call-tool activity
-                ok, value, _ = await call_mcp_tool(
-                    options,
-                    args,
-                    common,
-                    retries=policy.retries,
-                    backoff_s=request.retry_initial_interval_s,
-                    max_result_bytes=request.max_result_bytes,
-                )
-                return ok, value
-            if options.kind == "activity":  # an existing activity, called as it is
-                return True, await workflow.execute_activity(
-                    self._name, args=options.positional(args), **common
-                )
-            wire = await workflow.execute_activity(
-                self._name,
-                # The wrapper counts the tool's own failures against its retries.
-                StepRequest(call_id, args, request.max_result_bytes, policy.retries).to_wire(),
-                result_type=dict,
-                **common,
-            )
-            return True, StepResponse.from_wire(wire).result
-        except ActivityError as exc:  # back into the loop, not a step failure
-            return False, failure_message(exc)
+        policy = replace(
+            CallPolicy.of(options, interruptions=request.max_interruptions), local=False
+        )
+        return ActivityCall(
+            tool=self._name,
+            activity_id=call_id,
+            summary=f"{request.step_id}/{round_}/{self._name}",
+            args=args,
+            options=options,
+            policy=policy,
+            task_queue=request.task_queue,
+            initial_interval_s=request.retry_initial_interval_s,
+            max_result_bytes=request.max_result_bytes,
+            wrapper_retries=policy.retries,
+        )
 
 
 def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:

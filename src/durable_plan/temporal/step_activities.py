@@ -1,10 +1,14 @@
-"""A plan step's (or map item's) activity, called under its ``CallPolicy``: a registered tool
-through its wrapper activity (validated, bounded JSON, stored by reference when large),
-an existing activity as it is, or an MCP tool through its server's call-tool activity.
-Workflow code."""
+"""Every durable tool call's activity, written once: a registered tool through its wrapper
+activity (validated, bounded JSON, stored by reference when large), an existing activity
+as it is, or an MCP tool through its server's call-tool activity.
+
+A plan step, a map or reduce item and a tool call inside an agent step each decide their
+``ActivityCall`` (the owner's rules as a ``CallPolicy``, the activity id, the summary) and
+hand it to ``call_activity``; only the deciding differs. Workflow code."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
@@ -16,12 +20,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.run.references import is_reference
     from durable_plan.temporal.admission import Admission
     from durable_plan.temporal.mcp_steps import call_mcp_tool
-    from durable_plan.temporal.messages import PlanInput, StepRequest, StepResponse
-    from durable_plan.temporal.outcomes import (
-        Outcome,
-        activity_failure,
-        ms_since,
+    from durable_plan.temporal.messages import (
+        DEFAULT_MAX_STORED_BYTES,
+        PlanInput,
+        StepRequest,
+        StepResponse,
     )
+    from durable_plan.temporal.outcomes import Outcome, activity_failure, ms_since
     from durable_plan.temporal.policy import CallPolicy
     from durable_plan.temporal.ui_summary import StepSummaries
 
@@ -29,8 +34,105 @@ STORE_PER_RUN_PATCH = "store-per-run"
 """Marks plans whose stored results are keyed by their run's chain, not the workflow id."""
 
 
+@dataclass(frozen=True)
+class ActivityCall:
+    """One tool call, everything about it decided: what ``call_activity`` runs."""
+
+    tool: str
+    activity_id: str
+    summary: str
+    args: dict[str, Any]
+    options: ToolOptions
+    policy: CallPolicy
+    task_queue: str | None
+    initial_interval_s: float
+    max_result_bytes: int
+    wrapper_retries: int | None
+    """The retry budget the wrapper counts the tool's own failures against (``StepRequest``)."""
+    store_over: int | None = None
+    """Results over this many bytes go to the result store (None: never)."""
+    max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES
+    store_chain: str | None = None
+
+
+async def call_activity(call: ActivityCall, admission: Admission | None = None) -> Outcome:
+    """The call under its ``CallPolicy``; a failure is a value (the step's error).
+
+    ``admission``: a local activity's result travels in the workflow task's completion,
+    so it is charged to the task's byte budget."""
+    policy = call.policy
+    common = policy.activity_options(call.activity_id, call.summary, call.initial_interval_s)
+    try:
+        if call.options.kind == "activity":
+            return await _run_raw_activity(call, common)
+        if call.options.kind == "mcp":
+            return await _run_mcp_call(call, common)
+        return await _run_tool_activity(call, common, admission)
+    except ActivityError as exc:
+        return activity_failure(exc, policy.timeout_s, policy.max_attempts)
+
+
+async def _run_tool_activity(
+    call: ActivityCall, common: dict[str, Any], admission: Admission | None
+) -> Outcome:
+    """A registered tool, through its wrapper activity (validated, bounded JSON result)."""
+    policy = call.policy
+    arg = StepRequest(
+        call.activity_id,
+        call.args,
+        call.max_result_bytes,
+        call.wrapper_retries,
+        call.store_over,
+        call.max_stored_bytes,
+        call.store_chain,
+    )
+    wire: Any
+    if policy.local:
+        wire = await workflow.execute_local_activity(
+            call.tool, arg.to_wire(), result_type=dict, **common
+        )
+    else:
+        wire = await workflow.execute_activity(
+            call.tool,
+            arg.to_wire(),
+            result_type=dict,
+            **policy.remote_options(call.task_queue),
+            **common,
+        )
+    response = StepResponse.from_wire(wire)
+    if policy.local and admission is not None:
+        admission.spend(len(response.result_json))
+    return True, response.result, response.duration_ms, response.attempt
+
+
+async def _run_raw_activity(call: ActivityCall, common: dict[str, Any]) -> Outcome:
+    """An existing activity, called as it is: positional arguments, its own result."""
+    result = await workflow.execute_activity(
+        call.tool,
+        args=call.options.positional(call.args),
+        **call.policy.remote_options(call.task_queue),
+        **common,
+    )
+    return True, result, 0.0, 1
+
+
+async def _run_mcp_call(call: ActivityCall, common: dict[str, Any]) -> Outcome:
+    """An MCP tool: its server's call-tool activity (``temporal/mcp_steps.py``)."""
+    started = workflow.now()
+    ok, value, calls = await call_mcp_tool(
+        call.options,
+        call.args,
+        {**call.policy.remote_options(call.task_queue), **common},
+        retries=call.policy.retries,
+        backoff_s=call.initial_interval_s,
+        max_result_bytes=call.max_result_bytes,
+    )
+    return ok, value, ms_since(started), calls
+
+
 class StepActivities:
-    """How one plan calls its tools' activities; remembers whether any result was stored."""
+    """How one plan decides its steps' and items' calls; remembers whether any result was
+    stored (the plan deletes them when it ends)."""
 
     def __init__(
         self,
@@ -57,7 +159,7 @@ class StepActivities:
         return self._chain if isinstance(self._chain, str) else None
 
     async def run(self, call: StepCall, options: ToolOptions) -> Outcome:
-        """The call under its ``CallPolicy``; a failure is a value (the step's error)."""
+        """The step's call under its ``CallPolicy`` (``call_activity``)."""
         request = self.request
         policy = CallPolicy.of(
             options,
@@ -67,96 +169,34 @@ class StepActivities:
             owner_rules=self.owner_rules,
             interruptions=request.max_interruptions,
         )
-        common = policy.activity_options(
-            call.step_id, self._summary(call), request.retry_initial_interval_s
+        store_over: int | None = None
+        if request.store_results and options.kind not in ("activity", "mcp"):
+            store_over = request.max_result_bytes
+            if request.store_over_bytes is not None:
+                store_over = max(min(request.store_over_bytes, store_over), 0)
+        outcome = await call_activity(
+            ActivityCall(
+                tool=call.tool,
+                activity_id=call.step_id,
+                summary=self._summary(call),
+                args=call.args,
+                options=options,
+                policy=policy,
+                task_queue=request.task_queue,
+                initial_interval_s=request.retry_initial_interval_s,
+                max_result_bytes=request.max_result_bytes,
+                wrapper_retries=policy.retries if policy.interruptions else None,
+                store_over=store_over,
+                max_stored_bytes=request.max_stored_bytes,
+                store_chain=self.store_chain() if store_over is not None else None,
+            ),
+            self.admission,
         )
-        try:
-            if options.kind == "activity":
-                return await self._run_raw_activity(call, options, policy, request, common)
-            if options.kind == "mcp":
-                return await self._run_mcp_call(call, options, policy, request, common)
-            return await self._run_tool_activity(call, policy, request, common)
-        except ActivityError as exc:
-            return activity_failure(exc, policy.timeout_s, policy.max_attempts)
+        if store_over is not None and outcome[0] and is_reference(outcome[1]):
+            self.stored_any = True
+        return outcome
 
     def _summary(self, call: StepCall) -> str:
         """What the UI shows next to the activity type (the tool): id, level, bindings."""
         summary = None if self.summaries is None else self.summaries.of(call.step_id)
         return summary or call.step_id
-
-    async def _run_tool_activity(
-        self, call: StepCall, policy: CallPolicy, request: PlanInput, common: dict[str, Any]
-    ) -> Outcome:
-        """A registered tool, through its wrapper activity (validated, bounded JSON result)."""
-        store_over: int | None = None
-        if request.store_results:
-            store_over = request.max_result_bytes
-            if request.store_over_bytes is not None:
-                store_over = max(min(request.store_over_bytes, store_over), 0)
-        arg = StepRequest(
-            call.step_id,
-            call.args,
-            request.max_result_bytes,
-            policy.retries if policy.interruptions else None,
-            store_over,
-            request.max_stored_bytes,
-            self.store_chain() if store_over is not None else None,
-        )
-        wire: Any
-        if policy.local:
-            wire = await workflow.execute_local_activity(
-                call.tool, arg.to_wire(), result_type=dict, **common
-            )
-        else:
-            wire = await workflow.execute_activity(
-                call.tool,
-                arg.to_wire(),
-                result_type=dict,
-                **policy.remote_options(request.task_queue),
-                **common,
-            )
-        response = StepResponse.from_wire(wire)
-        if policy.local and self.admission is not None:
-            # A local result travels in this workflow task's completion (its marker).
-            self.admission.spend(len(response.result_json))
-        result = response.result
-        if store_over is not None and is_reference(result):
-            self.stored_any = True
-        return True, result, response.duration_ms, response.attempt
-
-    async def _run_raw_activity(
-        self,
-        call: StepCall,
-        options: ToolOptions,
-        policy: CallPolicy,
-        request: PlanInput,
-        common: dict[str, Any],
-    ) -> Outcome:
-        """An existing activity, called as it is: positional arguments, its own result."""
-        result = await workflow.execute_activity(
-            call.tool,
-            args=options.positional(call.args),
-            **policy.remote_options(request.task_queue),
-            **common,
-        )
-        return True, result, 0.0, 1
-
-    async def _run_mcp_call(
-        self,
-        call: StepCall,
-        options: ToolOptions,
-        policy: CallPolicy,
-        request: PlanInput,
-        common: dict[str, Any],
-    ) -> Outcome:
-        """An MCP tool: its server's call-tool activity (``temporal/mcp_steps.py``)."""
-        started = workflow.now()
-        ok, value, calls = await call_mcp_tool(
-            options,
-            call.args,
-            {**policy.remote_options(request.task_queue), **common},
-            retries=policy.retries,
-            backoff_s=request.retry_initial_interval_s,
-            max_result_bytes=request.max_result_bytes,
-        )
-        return ok, value, ms_since(started), calls

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.run.reuse import Recall, bounded, reusable_tools
     from durable_plan.temporal.admission import Admission, Wanted, json_size
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
-    from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers, await_decision
+    from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
     from durable_plan.temporal.claim_check import drop_stored, read_returned
     from durable_plan.temporal.drive import drive, record
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         bounded_payload,
         ms_since,
     )
+    from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.step_activities import StepActivities
     from durable_plan.temporal.ui_summary import StepSummaries, agent_step_summary
@@ -240,41 +241,24 @@ class PlanWorkflow(ApprovalHandlers):
         return await self._run_tool(call, request, wanted)
 
     async def _run_tool(self, call: StepCall, request: PlanInput, wanted: Wanted) -> Outcome | None:
-        """The agent's before-hooks, a person's approval if the tool is gated, admission,
-        the activity, the agent's after-hooks."""
+        """The call's stages (``pipeline.Stages``), after the one check only a plan's step
+        has: arguments a binding made too large for the activity's input."""
         assert self._hooks is not None and self._admission is not None
         size = json_size(call.args)
         if size > request.max_result_bytes:
             return False, args_too_large(call, size, request), 0.0, 0
         options = request.tools[call.tool]
-        hooked = self._hooks.covers(call.tool)
-        if hooked:
-            if not wanted():
-                return None
-            before = await self._hooks.before(call.step_id, call.tool, call.args)
-            if before.cancel is not None:
-                return False, before.cancel, 0.0, 0
-            call = replace(call, args=before.args)
-        if options.requires_approval:
-            if not wanted():
-                return None
-            rejected = await await_decision(self.desk, call.step_id, call.args)
-            if rejected is not None:
-                return False, rejected, 0.0, 0
-        verdict = await self._admission.enter(json_size(call.args), wanted=wanted)
-        if verdict == "withdrawn":
-            return None
-        if verdict == "full":
-            return False, self._admission.history_full_message(), 0.0, 0
-        try:
-            assert self._activities is not None
-            ok, value, duration_ms, attempts = await self._activities.run(call, options)
-        finally:
-            self._admission.leave()
-        if hooked:
-            after = await self._hooks.after(call.step_id, call.tool, ok, value, call.args)
-            ok, value = after.ok, after.value
-        return ok, value, duration_ms, attempts
+        activities = self._activities
+        assert activities is not None
+        stages = Stages(self._hooks, self.desk, self._admission)
+        return await stages.run(
+            call.step_id,
+            call.tool,
+            options,
+            call.args,
+            lambda args: activities.run(replace(call, args=args), options),
+            wanted,
+        )
 
     async def _run_items(
         self, call: StepCall, request: PlanInput, wanted: Wanted
