@@ -78,6 +78,7 @@ SLOW_TESTS = {
     "tests/test_codec_commands.py": "keygen, codec-server and dev as subprocesses",
     # Not a subprocess: PyYAML's scanner is quadratic in flow depth; this file takes ~15 s.
     "tests/test_cli_files.py::test_hostile_files_are_refused_quickly_in_one_line[deep.yaml": "",
+    "tests/test_layers.py::test_a_plain_agent_does_not_load_workflow_code": "a fresh interpreter",
     # Scripts and examples run as a user runs them.
     "tests/test_newcomer.py::test_no_server_is_one_line_with_the_fix": "client.py, worker.py",
     "tests/test_newcomer.py::test_client_reads_temporal_address": "client.py",
