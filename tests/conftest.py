@@ -123,7 +123,35 @@ def _matches(nodeid: str, table: dict[str, str]) -> bool:
     return False
 
 
+LONG_POLES = {
+    "tests/test_conversation_guards.py::test_a_conversation_of_four_large_plans_closes[noop]": 60,
+    "tests/test_mcp_crash.py::test_kill_worker_mid_mcp_step": 21,
+    "tests/test_conversation_guards.py::test_a_step_past_the_relay_budget": 19,
+    "tests/chaos/test_chaos.py::test_chaos_loses_nothing": 18,
+    "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": 15,
+    "tests/test_cli_files.py::test_hostile_files_are_refused_quickly_in_one_line[deep.yaml": 11,
+    "tests/test_crash.py::test_kill_worker_mid_map_reruns_no_finished_item": 10,
+    "tests/test_crash.py::test_a_step_interrupted_by_three_kills": 10,
+    "tests/test_crash.py::test_kill_worker_mid_agent_loop": 10,
+    "tests/test_crash.py::test_kill_worker_mid_step": 10,
+    "tests/test_crash.py::test_failover_the_other_worker_finishes_every_plan": 10,
+    "tests/test_fuzz.py::test_execute_plan_returns_json_or_rejects_without_invoking": 9,
+    "tests/test_fuzz.py::test_check_plan_returns_or_rejects": 7,
+    "tests/test_conversation_guards.py::test_a_slow_hook_and_an_agent_step": 7,
+    "tests/test_cli_edges.py::test_show_and_approve_a_plan_no_worker_answers_for": 17,
+    "tests/test_cli_edges.py::test_a_closed_pipe_is_not_a_traceback": 13,
+    "tests/test_fast_paths.py::test_plain_paths_evaluate_as_jsonata_does": 12,
+    "tests/test_devserver.py::test_a_server_restarts_at_once_on_the_same_port_and_db": 12,
+    "tests/test_cli_edges.py::test_run_prints_one_line_for_a_failed_step_quiet_or_not": 10,
+    "tests/test_cli_agent_step.py::test_show_and_approve_a_tool_call_inside_an_agent_step": 10,
+}
+"""Tests that take many seconds (seconds measured on this 2-core machine): started first,
+spread over the xdist workers, so the run does not end waiting for one of them."""
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers first (tryfirst), so that ``-m`` selects by them."""
     for item in items:
         nodeid = item.nodeid
         fixtures = set(getattr(item, "fixturenames", ()))
@@ -131,6 +159,63 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.server)
         if _matches(nodeid, SLOW_MODULES) or _matches(nodeid, SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The long poles at the head of each xdist worker's share (see `long_poles_first`).
+
+    Runs after ``-m`` has deselected (collection is finished) and before xdist sends the
+    ids (tryfirst). Every worker computes the same order from node ids alone, as xdist
+    requires of their collections."""
+    count = int(getattr(session.config, "workerinput", {}).get("workercount", 1))
+    order = long_poles_first([item.nodeid for item in session.items], count)
+    session.items[:] = [session.items[i] for i in order]
+
+
+def long_poles_first(nodeids: list[str], workers: int) -> list[int]:
+    """An order of ``nodeids`` (as indices) that starts every long test early.
+
+    ``--dist worksteal`` hands each worker an equal contiguous slice of the collection and
+    lets an idle worker steal from the tail of a busy one's; a long test late in a slice
+    cannot be stolen early and ends the run late. So the long poles go, longest first, each
+    to the least loaded worker, at the head of that worker's slice; the other tests keep
+    their order (module-scoped fixtures stay together)."""
+    if workers < 2:
+        return list(range(len(nodeids)))
+    longs = sorted(
+        (i for i, nodeid in enumerate(nodeids) if _matches(nodeid, LONG_POLES)),
+        key=lambda i: -_long_seconds(nodeids[i]),
+    )
+    chosen = set(longs)
+    rest = [i for i in range(len(nodeids)) if i not in chosen]
+    buckets: list[list[int]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for i in longs:
+        j = load.index(min(load))
+        buckets[j].append(i)
+        load[j] += _long_seconds(nodeids[i])
+    ordered: list[int] = []
+    remaining = len(nodeids)
+    for j, bucket in enumerate(buckets):
+        size = remaining // (workers - j)  # the slice xdist hands worker j (worksteal.py)
+        fill = max(size - len(bucket), 0)
+        ordered += bucket + rest[:fill]
+        rest = rest[fill:]
+        remaining -= len(bucket) + fill
+    return ordered + rest
+
+
+def _long_seconds(nodeid: str) -> float:
+    module, _, name = nodeid.partition("::")
+    return max(
+        (
+            seconds
+            for key, seconds in LONG_POLES.items()
+            if key.partition("::")[0] == module and name.startswith(key.partition("::")[2])
+        ),
+        default=0.0,
+    )
 
 
 # -- fixtures --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ TABLES = {
     "OWN_SERVER": conftest.OWN_SERVER,
     "SLOW_MODULES": conftest.SLOW_MODULES,
     "SLOW_TESTS": conftest.SLOW_TESTS,
+    "LONG_POLES": conftest.LONG_POLES,
 }
 
 
@@ -52,3 +53,32 @@ def test_a_test_that_needs_the_dev_server_is_marked_server(
 ) -> None:
     assert request.node.get_closest_marker("server") is not None
     assert temporal_target.startswith("127.0.0.1:")
+
+
+def test_the_long_poles_start_at_the_head_of_each_workers_share() -> None:
+    """xdist's worksteal gives worker j the j-th contiguous slice; each long test must be
+    among the first of a slice, the longest spread over the workers, nothing lost."""
+    longs = list(conftest.LONG_POLES)
+    nodeids = [f"tests/test_x.py::test_{i}" for i in range(40)]
+    nodeids[5:5] = longs[::2]
+    nodeids += longs[1::2]
+    for workers in (1, 2, 3):
+        order = conftest.long_poles_first(nodeids, workers)
+        assert sorted(order) == list(range(len(nodeids)))  # a permutation
+        if workers == 1:
+            assert order == list(range(len(nodeids)))
+            continue
+        ordered = [nodeids[i] for i in order]
+        slices, start, remaining = [], 0, len(ordered)
+        for j in range(workers):
+            size = remaining // (workers - j)
+            slices.append(ordered[start : start + size])
+            start, remaining = start + size, remaining - size
+        heads = [[n for n in part if conftest._matches(n, conftest.LONG_POLES)] for part in slices]
+        for part, head in zip(slices, heads, strict=True):
+            assert part[: len(head)] == head  # the long ones lead their slice
+        assert {heads[j][0] for j in range(workers)} >= {longs[0]}  # the longest leads one
+        loads = [sum(conftest._long_seconds(n) for n in head) for head in heads]
+        assert max(loads) - min(loads) <= max(conftest.LONG_POLES.values())
+        rest = [n for n in ordered if not conftest._matches(n, conftest.LONG_POLES)]
+        assert rest == [n for n in nodeids if not conftest._matches(n, conftest.LONG_POLES)]
