@@ -403,6 +403,52 @@ def _add_sweep_store(subparsers: SubParsers) -> None:
     _add_server_options(p)
 
 
+# --- upgrades: replay recorded histories on this version ------------------------------------
+
+
+def _add_replay(subparsers: SubParsers) -> None:
+    p = _parser(
+        subparsers,
+        "replay",
+        "replay:replay",
+        help="replay workflow histories on this version: run it before deploying an upgrade",
+        description="Replay histories with this version's workflows, as the upgraded workers "
+        "will when they take over the plans in flight, and print one line per workflow: ok, "
+        "or the first event where this version parts from the one that recorded it. Files "
+        "come from `temporal workflow show --workflow-id ID --output json`; a directory is "
+        "read whole (a release's corpus, tests/histories/<version>/, by its manifest). "
+        "Exit 0 only when every history replays.",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="history files or directories")
+    p.add_argument(
+        "--workflow-id",
+        metavar="ID",
+        action="append",
+        default=[],
+        help="fetch this workflow's history from the server (repeatable)",
+    )
+    p.add_argument(
+        "--query",
+        metavar="QUERY",
+        help="fetch every workflow a visibility query lists, e.g. 'ExecutionStatus=\"Running\"'",
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=1000,
+        help="at most this many workflows from --query (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workflows",
+        metavar="MODULE[:CLASS]",
+        action="append",
+        default=[],
+        help="your own workflow classes (your conversation workflows), besides the plan "
+        "workflows: a module (every @workflow.defn class in it) or MODULE:CLASS (repeatable)",
+    )
+    _add_server_options(p)
+
+
 # --- entry point ----------------------------------------------------------------------------
 
 _COMMANDS: list[Callable[[SubParsers], None]] = [
@@ -417,6 +463,7 @@ _COMMANDS: list[Callable[[SubParsers], None]] = [
     _add_keygen,
     _add_codec_server,
     _add_sweep_store,
+    _add_replay,
 ]
 
 

@@ -32,7 +32,7 @@ def load_tools(spec: str) -> ToolRegistry:
     target, _, attribute = spec.partition(":")
     if not target:
         raise ToolsModuleError(f"--tools {spec!r}: name a module, e.g. examples.plan_tools")
-    module = _import(target, spec)
+    module = import_user_module(target, spec)
     names = (attribute,) if attribute else DEFAULT_ATTRIBUTES
     for name in names:
         if hasattr(module, name):
@@ -45,7 +45,9 @@ def load_tools(spec: str) -> ToolRegistry:
     )
 
 
-def _import(target: str, spec: str) -> ModuleType:
+def import_user_module(target: str, spec: str) -> ModuleType:
+    """``package.module`` or ``path/to/file.py``, importable from where the command runs;
+    every failure a `ToolsModuleError` in one line (also for `replay --workflows`)."""
     # Like `python -m`: modules next to where the command runs are importable.
     cwd = os.getcwd()
     if cwd not in sys.path:

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from durable_plan.language.limits import brief
+from durable_plan.protect.encryption import ENCODING, KEYS_ENV
 
 __all__ = ["ReplayOutcome", "plan_workflows", "replay"]
 
 _EVENT = re.compile(r"HistoryEvent\(id: (\d+), ([A-Za-z]+)")
+_NONDETERMINISM = re.compile(r"\[TMPRL1100\] Nondeterminism error: (.*?)\", source:")
+_WFT_SCHEDULED = EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+_WFT_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 
 
 @dataclass(frozen=True)
@@ -68,12 +74,20 @@ async def replay(
     """Replay each ``(name, history)`` with this package's workflows plus ``workflows``
     (the user's conversation workflows) and ``plugins`` (``StrandsPlugin(models={})`` for
     histories written through its converter, ``EncryptionPlugin(keys)`` for sealed ones)."""
-    named = list(histories)
-    replayer = Replayer(
-        workflows=[*plan_workflows(), *workflows], plugins=list(plugins), **replayer_options
-    )
-    by_run = {(h.workflow_id, _run_id(h)): name for name, h in named}
+    every = [*plan_workflows(), *workflows]
+    known = {_type_name(cls) for cls in every}
+    named: list[tuple[str, WorkflowHistory]] = []
     outcomes: list[ReplayOutcome] = []
+    for name, history in histories:
+        workflow_type = _workflow_type(history)
+        if workflow_type in known:
+            named.append((name, history))
+        else:  # Temporal would say only "not registered on this worker", after a traceback
+            outcomes.append(_unknown_type(name, history, workflow_type, sorted(known)))
+    if not named:
+        return outcomes
+    replayer = Replayer(workflows=every, plugins=list(plugins), **replayer_options)
+    by_run = {(h.workflow_id, _run_id(h)): name for name, h in named}
 
     async def each() -> AsyncIterator[WorkflowHistory]:
         for _, history in named:
@@ -84,7 +98,82 @@ async def replay(
             history = result.history
             name = by_run.get((history.workflow_id, _run_id(history)), history.workflow_id)
             outcomes.append(_outcome(name, history, result.replay_failure))
-    return outcomes
+    located: list[ReplayOutcome] = []
+    for outcome, (_, history) in zip(outcomes[-len(named) :], named, strict=True):
+        diverged = "nondeterminism" in str(outcome.error).lower()
+        if diverged and outcome.event_id is None:
+            # A new replayer: one reused after its replay iterator closed never answers.
+            fresh = Replayer(workflows=every, plugins=list(plugins), **replayer_options)
+            outcome = await _locate(fresh, history, outcome)
+        located.append(outcome)
+    return [*outcomes[: -len(named)], *located]
+
+
+async def _locate(
+    replayer: Replayer, history: WorkflowHistory, outcome: ReplayOutcome
+) -> ReplayOutcome:
+    """Name the first event that diverges when Temporal's message does not.
+
+    Core says what differs ("Activity type of scheduled event 'x' does not match ...") but
+    not where. A prefix of the history that ends before a workflow task is scheduled holds
+    whole workflow tasks, and replays iff none of them diverged; so the shortest failing
+    prefix ends with the diverging task. Binary searches cost a few replays of one history,
+    only for the ones that fail."""
+    events = list(history.events)
+    first = next((i for i, e in enumerate(events) if e.event_type == _WFT_COMPLETED), None)
+    if first is None:
+        return outcome
+    # A prefix without a completed workflow task gives the replayer nothing to do: it waits.
+    cuts = [
+        i for i, event in enumerate(events) if event.event_type == _WFT_SCHEDULED and i > first
+    ] + [len(events)]
+    high = await _shortest_failing(replayer, history, cuts)
+    part = events[: cuts[high]]
+    completed = max(i for i, event in enumerate(part) if event.event_type == _WFT_COMPLETED)
+    # Within that task, the shortest failing prefix ends with the event that diverges: the
+    # replayer takes commands beyond a history's end as new, so a prefix that stops before
+    # the mismatch replays.
+    within = list(range(completed + 2, len(part) + 1)) or [len(part)]
+    at = within[await _shortest_failing(replayer, history, within)] - 1
+    event = part[at]
+    return replace(outcome, event_id=int(event.event_id), event_type=_type_label(event))
+
+
+async def _shortest_failing(replayer: Replayer, history: WorkflowHistory, cuts: list[int]) -> int:
+    """The index into ``cuts`` of the shortest prefix ``events[:cut]`` that fails to replay
+    (the last one, the whole history or task, is known to fail)."""
+    events = list(history.events)
+    low, high = 0, len(cuts) - 1
+    while low < high:
+        middle = (low + high) // 2
+        prefix = WorkflowHistory(history.workflow_id, events[: cuts[middle]])
+        result = await replayer.replay_workflow(prefix, raise_on_replay_failure=False)
+        if result.replay_failure is None:
+            low = middle + 1
+        else:
+            high = middle
+    return high
+
+
+def _type_label(event: HistoryEvent) -> str:
+    """``EVENT_TYPE_ACTIVITY_TASK_SCHEDULED`` -> ``ActivityTaskScheduled``."""
+    name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+def _type_name(cls: type) -> str:
+    definition = getattr(cls, "__temporal_workflow_definition", None)
+    return str(getattr(definition, "name", None) or cls.__name__)
+
+
+def _unknown_type(
+    name: str, history: WorkflowHistory, workflow_type: str, known: list[str]
+) -> ReplayOutcome:
+    message = (
+        f"workflow type {workflow_type!r} is not among the workflows given ({', '.join(known)}): "
+        "pass the class that defines it (durable-plan replay --workflows MODULE:CLASS)"
+    )
+    return ReplayOutcome(name, history.workflow_id, workflow_type, message)
 
 
 def _outcome(name: str, history: WorkflowHistory, failure: Exception | None) -> ReplayOutcome:
@@ -94,6 +183,14 @@ def _outcome(name: str, history: WorkflowHistory, failure: Exception | None) -> 
     text = " ".join(str(failure).split())
     found = _EVENT.search(text)
     message = brief(text, 500, quote=False)
+    core = _NONDETERMINISM.search(text)
+    if core is not None:  # the one sentence that says what differs, not the Rust debug dump
+        message = "nondeterminism: " + brief(core.group(1), 400, quote=False)
+    if ENCODING.decode() in text and "Unknown payload encoding" in text:
+        message = (
+            f"its payloads are sealed and no keys were given: set ${KEYS_ENV} to the keys of "
+            "the workers that wrote it (`durable-plan keygen` made them)"
+        )
     if found is None:
         return ReplayOutcome(name, history.workflow_id, workflow_type, message)
     return ReplayOutcome(

@@ -19,7 +19,8 @@ TOOLS_ENV = "DURABLE_PLAN_TOOLS"
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-"""The plan ran and failed; validate found problems; a decision was refused."""
+"""The plan ran and failed; validate found problems; a decision was refused; a history does
+not replay on this version."""
 EXIT_BAD_INPUT = 2
 """Fix the command: usage, a plan file, --input values, the tools module, a workflow id
 (also argparse's own code for a usage error)."""
@@ -30,7 +31,7 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = """exit codes:
   0    success
   1    the plan failed (a step failed or it exited with an error); validate found problems;
-       an approval was refused
+       an approval was refused; a history does not replay
   2    bad input: usage, a missing or invalid plan file, bad --input values, a tools module
        that does not load, an unknown workflow id
   3    no Temporal server: nothing answers at --address, or the embedded dev server

@@ -43,7 +43,7 @@ async def connect(
         address = check_address(address)
     except BadAddress as exc:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
-    keys = _keyring(encrypt)
+    keys = keyring(encrypt)
     if keys is not None:
         from durable_plan.protect.encryption import EncryptionPlugin
 
@@ -63,7 +63,8 @@ async def connect(
     raise CommandError(EXIT_NO_SERVER, f"no Temporal server answers at {address} ({reason}); {fix}")
 
 
-def _keyring(encrypt: bool | None) -> Keyring | None:
+def keyring(encrypt: bool | None) -> Keyring | None:
+    """The keys of an ``--encrypt/--no-encrypt`` option; keys that cannot be used exit 2."""
     from durable_plan.protect.encryption import KeyConfigError, keyring_for
 
     try:

@@ -1,0 +1,167 @@
+"""`durable-plan replay`: what a user runs before deploying an upgrade.
+
+Histories come from files (a release's corpus directory, ``temporal workflow show`` output)
+or from the server (``--workflow-id``, ``--query``). One line per workflow; exit 0 only when
+every one replays, 1 when one does not (naming the first event that diverges), 2 for input
+the command cannot use, before it replays anything. In this process (``arun_cli``) except the
+one subprocess test of the command.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tests.helpers import arun_cli, cli_subprocess, run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "histories" / "0.1.0"
+KEYS = (CORPUS / "keys.txt").read_text().strip()
+USER_WORKFLOWS = ("--workflows", "tests.corpus.workflows")
+
+
+def corpus_names() -> list[str]:
+    return sorted(json.loads((CORPUS / "manifest.json").read_text())["histories"])
+
+
+def diverged_copy(tmp_path: Path, name: str = "plan_chain") -> Path:
+    """A recorded plan whose first tool activity has another name, as if the new version
+    scheduled a different activity at that point: a nondeterminism error on replay."""
+    history = json.loads((CORPUS / f"{name}.json").read_text())
+    for event in history["events"]:
+        scheduled = event.get("activityTaskScheduledEventAttributes")
+        if scheduled:
+            scheduled["activityType"]["name"] = "renamed_tool"
+            break
+    path = tmp_path / f"{name}_diverged.json"
+    path.write_text(json.dumps(history))
+    return path
+
+
+def test_a_release_corpus_replays_line_by_line_and_exits_0() -> None:
+    done = run_cli(
+        "replay", str(CORPUS), *USER_WORKFLOWS, "--no-encrypt", env={"DURABLE_PLAN_KEYS": None}
+    )
+    lines = done.stdout.splitlines()
+    names = [line.split()[1] for line in lines]
+    sealed = [line for line in lines if "plan_encrypted" in line]
+    # Without the keys only the sealed plan fails, and the line says what to do.
+    assert done.returncode == 1, done.stderr
+    assert names == [f"0.1.0/{name}" for name in corpus_names()]
+    assert sealed and sealed[0].startswith("FAIL") and "DURABLE_PLAN_KEYS" in sealed[0]
+    assert sum(line.startswith("ok ") for line in lines) == len(lines) - 1
+
+    done = run_cli("replay", str(CORPUS), *USER_WORKFLOWS, env={"DURABLE_PLAN_KEYS": KEYS})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all(line.startswith("ok ") for line in done.stdout.splitlines())
+    assert f"{len(corpus_names())} histories" in done.stderr and "all replay" in done.stderr
+
+
+def test_a_history_that_diverges_names_its_first_diverging_event(tmp_path: Path) -> None:
+    diverged = diverged_copy(tmp_path)
+    done = run_cli("replay", str(diverged), str(CORPUS / "plan_chain.json"))
+    assert done.returncode == 1
+    bad, good = done.stdout.splitlines()
+    assert bad.startswith("FAIL  plan_chain_diverged  PlanWorkflow")
+    # The activity's ScheduleActivityTask command is where the two versions part.
+    assert "event 7 (ActivityTaskScheduled)" in bad
+    assert "renamed_tool" in bad and "look_up_monster" in bad
+    assert "Failure {" not in bad  # the one sentence, not core's debug dump
+    assert good.startswith("ok    plan_chain  PlanWorkflow")
+    assert "Traceback" not in done.stderr and "WARN" not in done.stderr
+
+
+def test_a_workflow_type_not_given_is_named_with_the_fix() -> None:
+    done = run_cli("replay", str(CORPUS / "conversation_plain.json"))
+    assert done.returncode == 1
+    [line] = done.stdout.splitlines()
+    assert "'CorpusConversation' is not among the workflows given" in line
+    assert "--workflows MODULE:CLASS" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], "name history files or directories, --workflow-id ID or --query QUERY"),
+        (["nowhere/at/all.json"], "no history file or directory 'nowhere/at/all.json'"),
+        (["{bad}"], "is not a workflow history in JSON"),
+        (["{empty}"], "has no events"),
+        (["{dir}"], "no .json histories in"),
+        (["{good}", "--workflows", "no_such_module"], "cannot import tools module"),
+        (["{good}", "--workflows", "json:dumps"], "'dumps' is not a @workflow.defn class"),
+        (["{good}", "--workflows", "json"], "the module defines no workflow class"),
+        (["{good}", "--limit", "0"], "--limit must be at least 1"),
+        (["{manifest}"], "is not a corpus manifest"),
+    ],
+)
+def test_input_it_cannot_use_exits_2_in_one_line(
+    args: list[str], expected: str, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.json").write_text('{"not": "a history"}')
+    (tmp_path / "empty.json").write_text('{"events": []}')
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "manifest.json").write_text('{"histories": ["a list"]}')
+    paths = {
+        "{bad}": tmp_path / "bad.json",
+        "{empty}": tmp_path / "empty.json",
+        "{dir}": tmp_path / "dir",
+        "{good}": CORPUS / "plan_chain.json",
+        "{manifest}": tmp_path / "corpus",
+    }
+    done = run_cli("replay", *(str(paths.get(arg, arg)) for arg in args))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("durable-plan: error: replay: ") and expected in line, line
+    assert done.stdout == ""
+
+
+async def test_histories_straight_from_the_server(
+    client: Client, temporal_target: str, workflow_id: str, tmp_path: Path
+) -> None:
+    """A plan run on the dev server replays by id and by a visibility query; an unknown id
+    and a query the server refuses are bad input."""
+    address = ("--address", temporal_target)
+    ran = await arun_cli(
+        "run", str(ROOT / "examples" / "plans" / "party_round.yaml"),
+        "--tools", "examples.plan_tools", "--workflow-id", workflow_id, "--quiet", *address,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+    done = await arun_cli("replay", "--workflow-id", workflow_id, *address)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith(f"ok    {workflow_id}  PlanWorkflow {workflow_id}")
+
+    query = f'WorkflowId="{workflow_id}"'
+    done = await arun_cli("replay", "--query", query, str(CORPUS / "plan_chain.json"), *address)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines()] == ["plan_chain", workflow_id]
+
+    done = await arun_cli("replay", "--workflow-id", f"{workflow_id}-nope", *address)
+    assert done.returncode == 2
+    assert f"no workflow '{workflow_id}-nope' on the server" in done.stderr
+
+    done = await arun_cli("replay", "--query", "WorkflowId=", *address)
+    assert done.returncode == 2 and "the server refuses --query" in done.stderr
+
+    done = await arun_cli("replay", "--query", 'WorkflowId="none-such-plan"', *address)
+    assert done.returncode == 2 and "no workflow matches" in done.stderr
+
+
+def test_the_command_as_a_subprocess(tmp_path: Path) -> None:
+    """The console script, as a user runs it before a deploy."""
+    done = cli_subprocess(
+        "replay", str(CORPUS), str(diverged_copy(tmp_path)), *USER_WORKFLOWS,
+        env={"DURABLE_PLAN_KEYS": KEYS},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(corpus_names()) + 1
+    assert [line for line in lines if line.startswith("FAIL")] == [
+        line for line in lines if "plan_chain_diverged" in line
+    ]
+    assert "1 do not replay" in done.stderr
