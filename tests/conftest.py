@@ -96,6 +96,7 @@ SLOW_TESTS = {
     # The command line on a server, as subprocesses (the rest of those files run in-process).
     "tests/test_cli_run.py::test_run_on_a_server_with_its_own_worker": "run",
     "tests/test_cli_replay.py::test_the_command_as_a_subprocess": "replay",
+    "tests/test_versioned_workers.py": "two worker processes, a rolling upgrade",
     "tests/test_cli_server.py::test_show_and_approve_bad_ids_and_no_server": "show, approve",
     "tests/test_cli_server.py::test_worker_serves_plans_started_elsewhere": "worker",
     "tests/test_owner_rules.py::test_the_cli_shows_the_arguments_awaiting_approval": "decide",

@@ -268,7 +268,23 @@ class StepMemory:
         for outcome in result.ledger:
             if outcome.reused_from is not None and outcome.id in self._entries:
                 self._put(self._entries[outcome.id])
-        for entry in learned:
+        self._take(learned)
+
+    def entries(self) -> list[Remembered]:
+        """Least recent first: what `restore` takes back in a conversation's next run."""
+        return list(self._entries.values())
+
+    def restore(self, entries: Iterable[Remembered], forgotten: int = 0) -> None:
+        """Take back what `entries` gave, within this memory's own bounds (a new run may be
+        given smaller ones: the least recent go first, as always)."""
+        self.clear()
+        self.forgotten = forgotten
+        if self.enabled:
+            self._take(entries)
+
+    def _take(self, entries: Iterable[Remembered]) -> None:
+        """Put each entry that fits, then forget the least recent past the bounds."""
+        for entry in entries:
             if entry.size <= self.max_bytes:
                 self._put(entry)
         while self._entries and (

@@ -45,6 +45,7 @@ from durable_plan.run.reuse import (
     reusable_tools,
 )
 from durable_plan.run.summary import failure_text, result_for_model
+from durable_plan.strands.carried import PlanToolState
 from durable_plan.strands.options import durable_plan_options
 from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result, unwrap_peer_input
 from durable_plan.tools.approval import ApprovalPolicy, gated_patterns
@@ -169,6 +170,22 @@ class WorkflowPlanPlugin(Plugin):
         self._mcp_servers: dict[str, Any] = {}
         """The agent's MCP servers by name: their tools join each plan's catalogue as
         ``<server>__<tool>`` (``durable_plan.tools.mcp``)."""
+
+    # -- a conversation that continues as new ------------------------------------
+
+    def carry_over(self) -> PlanToolState:
+        """What the next run of this conversation needs of the plan tool: pass it in the
+        ``continue_as_new`` argument, and to `resume` there (with the agent's messages)."""
+        return PlanToolState(self.plans_run, self.memory.entries(), self.memory.forgotten)
+
+    def resume(self, state: PlanToolState | None) -> None:
+        """Continue where the previous run of the conversation left off (None: a new one)."""
+        if state is None:
+            return
+        if self.plans_run:
+            raise ValueError("resume() belongs before the first plan of this run")
+        self.plans_run = state.plans_run
+        self.memory.restore(state.remembered, state.forgotten)
 
     # -- Strands plugin protocol ---------------------------------------------
 
