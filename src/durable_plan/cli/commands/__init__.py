@@ -1,7 +1,7 @@
 """The ``durable-plan`` subcommands, one module each, imported only when run.
 
-``cli.py`` builds the parsers (cheap) and imports a command's module only when
-that command runs, so ``durable-plan --version`` and ``validate`` never pay for
+``cli.parser`` builds the parsers (cheap) and ``cli.main`` imports a command's module
+only when that command runs, so ``durable-plan --version`` and ``validate`` never pay for
 Strands or the Temporal client. Commands report a failure the user can fix by
 raising ``CommandError`` with one line and an exit code from below.
 """
