@@ -39,6 +39,7 @@ from durable_plan.server.connection import (
 from durable_plan.server.connection import connect as connect_server
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
+from workflows.conversation import GameMasterConversation
 from workflows.game_master import GameMasterWorkflow
 
 TASK_QUEUE = "durable-plan"
@@ -91,7 +92,7 @@ def build_worker(client: Client, task_queue: str = TASK_QUEUE, **kwargs: Any) ->
         client,
         task_queue=task_queue,
         registry=GAME_TOOLS,
-        workflows=[GameMasterWorkflow],
+        workflows=[GameMasterWorkflow, GameMasterConversation],
         **kwargs,
     )
 
