@@ -5,11 +5,13 @@
 back each call's outcome, and builds the ``PlanResult``. Runners only invoke
 tools and measure time; they never decide what runs next. Nothing here does
 I/O or reads a clock, so the Temporal workflow can run it as workflow code.
+
+The expressions themselves are evaluated by the run's ``Binder`` (``binding.py``), and a
+result is made plain JSON by ``json_results.py``; both are imported from here as before.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,26 +19,17 @@ from typing import Any, Literal
 from durable_plan import expressions
 from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.expressions.templates import Template
-from durable_plan.language.agent_step import AGENT_TOOL
-from durable_plan.language.control_steps import CONTROL, EXIT
+from durable_plan.language.control_steps import EXIT
 from durable_plan.language.errors import StepError
-from durable_plan.language.limits import (
-    DEFAULT_LIMITS,
-    ExpressionLimits,
-    LimitExceeded,
-    brief,
-    plain_json,
-    truncate_text,
-)
+from durable_plan.language.limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
 from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.run.binding import Binder
 from durable_plan.run.calls import StepCall
 from durable_plan.run.items import ItemRun
-from durable_plan.run.references import (
-    holds_reference,
-    read_inside_message,
-    unwrapped_reference_message,
-)
-from durable_plan.run.reuse import PRIOR, Recall, Remembered
+from durable_plan.run.json_results import as_json as as_json
+from durable_plan.run.json_results import non_json_message as non_json_message
+from durable_plan.run.references import holds_reference
+from durable_plan.run.reuse import Recall, Remembered
 from durable_plan.run.scheduler import Scheduler
 
 Phase = Literal["pending", "running", "ok", "failed", "skipped", "not_taken"]
@@ -71,8 +64,6 @@ class PlanRun:
         handed to them whole (durably: registered tools, through their wrapper activity;
         not an existing activity or an MCP tool); None: every tool's."""
         self._checked = checked
-        self._reads_references = reads_references
-        self._budget = expressions.Budget(limits)
         self._exited: dict[str, Any] | None = None
         plan = checked.plan
         self._scheduler = Scheduler(
@@ -89,6 +80,9 @@ class PlanRun:
         self._reused: dict[str, int] = {}  # step -> the earlier plan whose result it reused
         self._stored: set[str] = set()  # steps whose result is (or lists) stored references
         self._rank = {sid: n for n, sid in enumerate(checked.steps)}
+        self._binder = Binder(
+            checked, limits, self._results, self._stored, recall, reads_references
+        )
 
     @property
     def checked(self) -> CheckedPlan:
@@ -119,13 +113,8 @@ class PlanRun:
 
     def receives_references(self, tool: str) -> bool:
         """May a step (or a map item) calling ``tool`` be handed a stored result whole?
-
-        The one rule, for steps and items: only a tool call whose runner reads the
-        value; control steps and agent steps compute over their inputs in workflow code,
-        which cannot see inside a reference (``references.py``)."""
-        if tool in CONTROL or tool == AGENT_TOOL:
-            return False
-        return self._reads_references is None or self._reads_references(tool)
+        (``Binder.receives_references``: the one rule, for steps and items.)"""
+        return self._binder.receives_references(tool)
 
     def rank(self, call: StepCall) -> int:
         """The order in which a runner records calls that ended together: plan order.
@@ -224,22 +213,8 @@ class PlanRun:
     # -- internals ------------------------------------------------------------
 
     def scope_of(self, cs: CheckedStep) -> dict[str, Any]:
-        """What a step's expressions see: only its own dependencies, in plan order.
-
-        jsonata walks its whole input on every evaluation, and a dynamic read
-        (steps.*, declared through after) must see what it declared, not
-        whichever other steps happen to have finished.
-        """
-        results = self._results
-        scope: dict[str, Any] = {
-            "steps": {dep: results[dep] for dep in cs.ordered_deps if dep in results}
-        }
-        if cs.prior_reads and self._recall is not None:
-            scope[PRIOR] = self._recall.prior_scope(cs.prior_reads)
-        inputs = self._checked.inputs
-        if inputs is not None:
-            scope["inputs"] = inputs  # a plan file's inputs (check_plan(inputs=...))
-        return scope
+        """What a step's expressions see (``Binder.scope_of``); a map's items start from it."""
+        return self._binder.scope_of(cs)
 
     def bind_args(
         self,
@@ -251,73 +226,9 @@ class PlanRun:
         *,
         tool: str | None = None,
     ) -> dict[str, Any] | None:
-        """``args`` with ``when``, templates and ``bind`` applied; None when ``when`` is false.
-
-        Raises ``StepError`` naming the field (and the bound, for a limit).
-        ``tool``: what the step calls, which decides whether a binding may pass a stored
-        result whole (``receives_references``); None: it may not.
-        """
-        budget = self._budget
-        passes_refs = tool is not None and self.receives_references(tool)
-        unwrapped = None if passes_refs or tool in CONTROL or tool in (None, AGENT_TOOL) else tool
-        field = "when"
-        try:
-            if when is not None:
-                self._refuse_stored(when, scope, field, False)
-                value = self._evaluate(when, scope, "when matched no value")
-                if not isinstance(value, bool):
-                    raise StepError(f"when must be true or false, got {brief(value, 40)}")
-                if not value:
-                    return None
-            for name, template in templates.items():
-                field = f"{name} placeholder"
-                args[name] = self._render(template, scope, name, budget)
-            for name, expr in bind.items():
-                field = f"binding '{name}'"
-                self._refuse_stored(expr, scope, field, passes_refs, unwrapped)
-                args[name] = self._evaluate(expr, scope, f"binding '{name}' matched no value")
-        except LimitExceeded as exc:
-            raise StepError(f"{field}: {exc}; {_LIMIT_FIX}") from None
-        return args
-
-    def _refuse_stored(
-        self,
-        expr: expressions.Expression,
-        scope: Mapping[str, Any],
-        field: str,
-        whole: bool,
-        unwrapped: str | None = None,
-    ) -> None:
-        """Fail an expression that would read inside a result stored by reference: workflow
-        code cannot see the value, and computing over the reference would be silently wrong.
-        Passing one whole (``steps.<id>``, ``whole``) is allowed; nothing to do without any.
-        ``unwrapped``: the tool the step calls cannot read a reference at all."""
-        if not self._stored:
-            return
-        steps = scope.get("steps")
-        if not isinstance(steps, dict):
-            return
-        reads = expr.refs if not expr.is_dynamic else frozenset(steps)
-        for sid in sorted(reads & self._stored):
-            if sid not in steps:
-                continue
-            if whole and expr.simple_path == (sid,):
-                continue
-            if unwrapped is not None and expr.simple_path == (sid,):
-                raise StepError(unwrapped_reference_message(field, sid, unwrapped))
-            raise StepError(read_inside_message(field, sid, steps[sid], passes_whole=whole))
-
-    def _evaluate(
-        self, expr: expressions.Expression, scope: Mapping[str, Any], missing_text: str
-    ) -> Any:
-        matched, value = expressions.evaluate(
-            expr, scope, deterministic=self._checked.durable, budget=self._budget
-        )
-        missing = expressions.first_missing(expr, scope)
-        if not matched or missing:
-            hint = missing or expressions.explain_no_match(expr, scope)
-            raise StepError(f"{missing_text}: {hint}")
-        return value
+        """``Binder.bind_args`` under this run's budget: items bind through here too, so a
+        map's items spend the same plan-wide budget as its steps."""
+        return self._binder.bind_args(scope, when, bind, templates, args, tool=tool)
 
     def _prepare(self, cs: CheckedStep) -> StepCall | None:
         try:
@@ -397,34 +308,6 @@ class PlanRun:
         """The items of a map or reduce call (``StepError`` if ``over`` is not a usable list)."""
         return ItemRun(self, self._checked.steps[call.step_id], call)
 
-    def _render(
-        self, template: Template, scope: Mapping[str, Any], name: str, budget: expressions.Budget
-    ) -> str:
-        """A prompt with its placeholders filled in: text as is, other values as compact JSON.
-
-        A placeholder that matches nothing fails the step, like a binding: a prompt
-        silently missing its data would make the agent guess.
-        """
-        parts: list[str] = []
-        for part in template:
-            if isinstance(part, str):
-                parts.append(part)
-                continue
-            self._refuse_stored(
-                part, scope, f"placeholder {{{{ {part.source} }}}} in {name}", False
-            )
-            matched, value = expressions.evaluate(
-                part, scope, deterministic=self._checked.durable, budget=budget
-            )
-            missing = expressions.first_missing(part, scope)
-            if not matched or missing:
-                hint = missing or expressions.explain_no_match(part, scope)
-                raise StepError(
-                    f"placeholder {{{{ {part.source} }}}} in {name} matched no value: {hint}"
-                )
-            parts.append(value if isinstance(value, str) else _compact(value))
-        return "".join(parts)
-
     def _end(
         self, sid: str, status: StepStatus, error: str | None, duration_ms: float, attempts: int
     ) -> None:
@@ -458,27 +341,3 @@ class PlanRun:
                     level=cs.level,
                     error=self._scheduler.reason(sid),
                 )
-
-
-def non_json_message(tool: str, exc: StepError) -> str:
-    """The one wording of a non-JSON result, for both runners."""
-    return (
-        f"tool '{tool}' returned a non-JSON value: {exc}; return dicts, lists, strings, "
-        "numbers, booleans or null"
-    )
-
-
-def as_json(value: Any) -> Any:
-    """Return ``value`` as plain JSON (tuples become lists) or raise ``StepError``.
-
-    The same bounds as every other value in a plan (``limits.plain_json``):
-    nesting, integer width, finite numbers, string keys.
-    """
-    return plain_json(value)
-
-
-_LIMIT_FIX = "compute less in the plan: return less from the tool, or do the work in a tool"
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from durable_plan.language.errors import StepError, describe_exception, interrupt_message
 from durable_plan.language.limits import truncate_text
 from durable_plan.protect.result_store import ResultStore
-from durable_plan.run.engine import as_json, non_json_message
+from durable_plan.run.json_results import as_json, non_json_message
 from durable_plan.temporal.claim_check import (
     ClaimCheckError,
     keep_large_result,
