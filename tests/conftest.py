@@ -151,6 +151,18 @@ LONG_POLES = {
 spread over the xdist workers, so the run does not end waiting for one of them."""
 
 
+WORKERS_PER_CORE = 2
+MAX_WORKERS = 8
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: two workers per core, at most eight. Most tests wait (on a dev server, a
+    worker subprocess, a timeout), so one per core left the cores half idle: on this 2-core
+    machine the suite took 4:53 with 2 workers (user+sys 4:44) and 3:11 with 4. Each worker
+    starts its own dev server, hence the cap."""
+    return max(1, min(WORKERS_PER_CORE * (os.cpu_count() or 1), MAX_WORKERS))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Markers first (tryfirst), so that ``-m`` selects by them."""
