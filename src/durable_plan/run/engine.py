@@ -12,13 +12,11 @@ result is made plain JSON by ``json_results.py``; both are imported from here as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from durable_plan import expressions
 from durable_plan.check import CheckedPlan, CheckedStep
-from durable_plan.expressions.templates import Template
 from durable_plan.language.control_steps import EXIT
 from durable_plan.language.errors import StepError
 from durable_plan.language.limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
@@ -80,9 +78,9 @@ class PlanRun:
         self._reused: dict[str, int] = {}  # step -> the earlier plan whose result it reused
         self._stored: set[str] = set()  # steps whose result is (or lists) stored references
         self._rank = {sid: n for n, sid in enumerate(checked.steps)}
-        self._binder = Binder(
-            checked, limits, self._results, self._stored, recall, reads_references
-        )
+        self.binder = Binder(checked, limits, self._results, self._stored, recall, reads_references)
+        """Scopes and arguments of this run's steps and of its items (``ItemRun`` binds
+        through it too, so a map's items spend the same plan-wide budget as its steps)."""
 
     @property
     def checked(self) -> CheckedPlan:
@@ -114,7 +112,7 @@ class PlanRun:
     def receives_references(self, tool: str) -> bool:
         """May a step (or a map item) calling ``tool`` be handed a stored result whole?
         (``Binder.receives_references``: the one rule, for steps and items.)"""
-        return self._binder.receives_references(tool)
+        return self.binder.receives_references(tool)
 
     def rank(self, call: StepCall) -> int:
         """The order in which a runner records calls that ended together: plan order.
@@ -212,28 +210,10 @@ class PlanRun:
 
     # -- internals ------------------------------------------------------------
 
-    def scope_of(self, cs: CheckedStep) -> dict[str, Any]:
-        """What a step's expressions see (``Binder.scope_of``); a map's items start from it."""
-        return self._binder.scope_of(cs)
-
-    def bind_args(
-        self,
-        scope: Mapping[str, Any],
-        when: expressions.Expression | None,
-        bind: Mapping[str, expressions.Expression],
-        templates: Mapping[str, Template],
-        args: dict[str, Any],
-        *,
-        tool: str | None = None,
-    ) -> dict[str, Any] | None:
-        """``Binder.bind_args`` under this run's budget: items bind through here too, so a
-        map's items spend the same plan-wide budget as its steps."""
-        return self._binder.bind_args(scope, when, bind, templates, args, tool=tool)
-
     def _prepare(self, cs: CheckedStep) -> StepCall | None:
         try:
-            args = self.bind_args(
-                self.scope_of(cs),
+            args = self.binder.bind_args(
+                self.binder.scope_of(cs),
                 cs.when,
                 cs.bind,
                 cs.templates,

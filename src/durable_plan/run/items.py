@@ -147,7 +147,7 @@ class ItemRun:
     # -- internals ------------------------------------------------------------
 
     def _scope(self, index: int) -> dict[str, Any]:
-        scope = dict(self._plan.scope_of(self._cs))
+        scope = dict(self._plan.binder.scope_of(self._cs))
         scope["item"] = self._items[index]
         scope["index"] = index
         if self._reduce:
@@ -157,7 +157,7 @@ class ItemRun:
     def _prepare(self, index: int) -> StepCall | None:
         body = self._body
         try:
-            args = self._plan.bind_args(
+            args = self._plan.binder.bind_args(
                 self._scope(index),
                 body.when,
                 body.bind,
