@@ -12,12 +12,15 @@ would submit the first plan again). The plan count goes on from 1 to 2.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.strands_agents import StrandsPlugin
 
+from durable_plan.strands.carried import recent_turns
 from durable_plan.temporal.replay import replay
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from worker import build_worker
@@ -99,3 +102,51 @@ async def test_a_conversation_continues_as_new_and_keeps_the_plan_tools_memory(
     assert ledger["lookup"]["reused_from"] == 1 and ledger["lookup"]["attempts"] == 0
     assert ledger["damage"]["status"] == "ok"
     assert plans[1]["returned"]["damage"] == {"hp_after": 1, "defeated": False}
+
+
+async def test_a_turn_that_fails_fails_its_ask_only(
+    temporal_target: str, task_queue: str, workflow_id: str
+) -> None:
+    """The model runs out of script on the third turn: that ``ask`` fails with the root cause,
+    no workflow task fails (it would retry forever), and the conversation still ends cleanly."""
+    models = {"scripted": lambda: ScriptedModel(scripts={FIRST: SCRIPT})}
+    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models)])
+    async with build_worker(client, task_queue):
+        await client.start_workflow(
+            GameMasterConversation.run, ConversationInput(), id=workflow_id, task_queue=task_queue
+        )
+        latest = client.get_workflow_handle_for(GameMasterConversation.run, workflow_id)
+        for prompt in (FIRST, SECOND):
+            await asyncio.wait_for(latest.execute_update(GameMasterConversation.ask, prompt), 60)
+        with pytest.raises(WorkflowUpdateFailedError) as failed:
+            await asyncio.wait_for(latest.execute_update(GameMasterConversation.ask, "More?"), 60)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await latest.execute_update(GameMasterConversation.ask, "x" * 100_001)
+        await latest.signal(GameMasterConversation.end)
+        ended = await asyncio.wait_for(latest.result(), 60)
+        history = await latest.fetch_history()
+    assert "the turn failed" in str(failed.value.cause)
+    assert "at most 100,000 characters" in str(refused.value.cause)
+    assert (ended.turns, ended.run) == (3, 1)
+    failed_tasks = EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    assert not [e for e in history.events if e.event_type == failed_tasks]
+
+
+def _turn(n: int, *, tool_bytes: int = 10) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": [{"text": f"turn {n}"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": f"t{n}", "name": "x"}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": f"t{n}", "content": [
+            {"text": "r" * tool_bytes}]}}]},
+        {"role": "assistant", "content": [{"text": f"answer {n}"}]},
+    ]  # fmt: skip
+
+
+def test_recent_turns_keeps_the_newest_whole_turns_within_the_bound() -> None:
+    messages = _turn(1) + _turn(2, tool_bytes=5_000) + _turn(3)
+    assert recent_turns(messages) == messages  # all fit
+    size = len(json.dumps(_turn(3), separators=(",", ":")))
+    # A bound that holds the last turn only: never a tool call without its result.
+    assert recent_turns(messages, max_bytes=size + 100) == _turn(3)
+    assert recent_turns(messages, max_bytes=size - 1) == []  # not even the newest fits
+    assert recent_turns([]) == []

@@ -2,10 +2,11 @@
 
 Each ``ask`` update is one turn of the same agent (it sees every earlier turn). Past
 ``continue_after_events`` events in its history (or when Temporal suggests it), between two
-turns, the workflow continues as new, carrying the agent's messages and what the plan tool
-needs (its memory of steps, its plan count: ``WorkflowPlanPlugin.carry_over``). Without that,
-a conversation that runs for weeks would hit Temporal's 51,200-event or 50 MB limit and be
-terminated by the server; with it, the next run picks up where the last left off.
+turns, the workflow continues as new, carrying the agent's newest messages (whole turns within
+1 MiB: ``recent_turns``) and what the plan tool needs (its memory of steps, its plan count:
+``WorkflowPlanPlugin.carry_over``). Without that, a conversation that runs for weeks would hit
+Temporal's 51,200-event or 50 MB limit and be terminated by the server; with it, the next run
+picks up where the last left off. A turn that fails fails its ``ask`` only.
 """
 
 from __future__ import annotations
@@ -16,18 +17,22 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
     from activities.game_master import GAME_TOOLS
-    from durable_plan.strands.carried import PlanToolState
+    from durable_plan.strands.carried import PlanToolState, recent_turns
     from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
+    from durable_plan.temporal.failures import root_message
     from workflows.game_master import SYSTEM_PROMPT
 
 DEFAULT_CONTINUE_AFTER_EVENTS = 10_000
 """Well below Temporal's 51,200-event limit: one turn with a large plan adds a few hundred."""
+MAX_PROMPT_CHARS = 100_000
+"""A turn's prompt, at most: refused by the update's validator, before it enters history."""
 
 
 @dataclass
@@ -57,7 +62,7 @@ class ConversationStatus:
 class GameMasterConversation:
     def __init__(self) -> None:
         self._asked: list[tuple[int, str]] = []
-        self._answers: dict[int, str] = {}
+        self._answers: dict[int, str | ApplicationError] = {}
         self._tickets = 0
         self._ending = False
         self._status = ConversationStatus(0, 1, 0, [])
@@ -69,7 +74,10 @@ class GameMasterConversation:
         self._tickets += 1
         self._asked.append((ticket, prompt))
         await workflow.wait_condition(lambda: ticket in self._answers)
-        return self._answers.pop(ticket)
+        answer = self._answers.pop(ticket)
+        if isinstance(answer, ApplicationError):
+            raise answer  # this turn fails; the conversation goes on
+        return answer
 
     @ask.validator
     def _check_prompt(self, prompt: str) -> None:
@@ -77,6 +85,8 @@ class GameMasterConversation:
             raise ValueError("the conversation is ending: start a new one")
         if not prompt.strip():
             raise ValueError("ask needs a prompt")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise ValueError(f"a prompt is at most {MAX_PROMPT_CHARS:,} characters")
 
     @workflow.signal
     def end(self) -> None:
@@ -110,8 +120,7 @@ class GameMasterConversation:
             if not self._asked:
                 return self._status
             ticket, prompt = self._asked.pop(0)
-            result = await agent.invoke_async(prompt)
-            self._answers[ticket] = str(result).strip()
+            self._answers[ticket] = await self._turn(agent, prompt)
             turns += 1
             self._update_status(request, turns, plugin)
             if self._asked or not self._history_is_long(request):
@@ -127,11 +136,22 @@ class GameMasterConversation:
                     model=request.model,
                     continue_after_events=request.continue_after_events,
                     remember_across_turns=request.remember_across_turns,
-                    messages=list(agent.messages),
+                    messages=recent_turns(agent.messages),
                     plan_tool=plugin.carry_over(),
                     turns=turns,
                     run=request.run + 1,
                 )
+            )
+
+    async def _turn(self, agent: TemporalAgent, prompt: str) -> str | ApplicationError:
+        """The answer, or the failure the caller of ``ask`` gets: a turn that fails (the
+        model's activity out of retries, a plan tool error) must not fail the workflow task,
+        which would retry forever and strand every later turn."""
+        try:
+            return str(await agent.invoke_async(prompt)).strip()
+        except Exception as exc:
+            return ApplicationError(
+                f"the turn failed: {root_message(exc)}", type="TurnFailed", non_retryable=True
             )
 
     def _history_is_long(self, request: ConversationInput) -> bool:
