@@ -95,6 +95,8 @@ def test_a_workflow_type_not_given_is_named_with_the_fix() -> None:
         (["{good}", "--workflows", "json"], "the module defines no workflow class"),
         (["{good}", "--limit", "0"], "--limit must be at least 1"),
         (["{manifest}"], "is not a corpus manifest"),
+        (["{good}", "--workflows", "tests/corpus/workflows.py"], "name the module, not its file"),
+        (["{huge}"], "more than any history Temporal keeps"),
     ],
 )
 def test_input_it_cannot_use_exits_2_in_one_line(
@@ -105,12 +107,15 @@ def test_input_it_cannot_use_exits_2_in_one_line(
     (tmp_path / "dir").mkdir()
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "manifest.json").write_text('{"histories": ["a list"]}')
+    with (tmp_path / "huge.json").open("wb") as huge:  # sparse: no disk is written
+        huge.truncate(257 * 1024 * 1024)
     paths = {
         "{bad}": tmp_path / "bad.json",
         "{empty}": tmp_path / "empty.json",
         "{dir}": tmp_path / "dir",
         "{good}": CORPUS / "plan_chain.json",
         "{manifest}": tmp_path / "corpus",
+        "{huge}": tmp_path / "huge.json",
     }
     done = run_cli("replay", *(str(paths.get(arg, arg)) for arg in args))
     assert done.returncode == 2, (done.stdout, done.stderr)

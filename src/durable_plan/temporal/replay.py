@@ -77,36 +77,36 @@ async def replay(
     every = [*plan_workflows(), *workflows]
     known = {_type_name(cls) for cls in every}
     named: list[tuple[str, WorkflowHistory]] = []
-    outcomes: list[ReplayOutcome] = []
+    unknown: list[ReplayOutcome] = []
     for name, history in histories:
         workflow_type = _workflow_type(history)
         if workflow_type in known:
             named.append((name, history))
         else:  # Temporal would say only "not registered on this worker", after a traceback
-            outcomes.append(_unknown_type(name, history, workflow_type, sorted(known)))
+            unknown.append(_unknown_type(name, history, workflow_type, sorted(known)))
     if not named:
-        return outcomes
-    replayer = Replayer(workflows=every, plugins=list(plugins), **replayer_options)
-    by_run = {(h.workflow_id, _run_id(h)): name for name, h in named}
+        return unknown
+
+    def replayer() -> Replayer:
+        # A new one per use: one reused after its replay iterator closed never answers.
+        return Replayer(workflows=every, plugins=list(plugins), **replayer_options)
+
+    by_run = {(h.workflow_id, _run_id(h)): (name, h) for name, h in named}
+    replayed: list[ReplayOutcome] = []
 
     async def each() -> AsyncIterator[WorkflowHistory]:
         for _, history in named:
             yield history
 
-    async with replayer.workflow_replay_iterator(each()) as results:
+    async with replayer().workflow_replay_iterator(each()) as results:
         async for result in results:
-            history = result.history
-            name = by_run.get((history.workflow_id, _run_id(history)), history.workflow_id)
-            outcomes.append(_outcome(name, history, result.replay_failure))
-    located: list[ReplayOutcome] = []
-    for outcome, (_, history) in zip(outcomes[-len(named) :], named, strict=True):
-        diverged = "nondeterminism" in str(outcome.error).lower()
-        if diverged and outcome.event_id is None:
-            # A new replayer: one reused after its replay iterator closed never answers.
-            fresh = Replayer(workflows=every, plugins=list(plugins), **replayer_options)
-            outcome = await _locate(fresh, history, outcome)
-        located.append(outcome)
-    return [*outcomes[: -len(named)], *located]
+            key = (result.history.workflow_id, _run_id(result.history))
+            name, history = by_run.get(key, (result.history.workflow_id, result.history))
+            outcome = _outcome(name, history, result.replay_failure)
+            if outcome.event_id is None and "nondeterminism" in str(outcome.error).lower():
+                outcome = await _locate(replayer(), history, outcome)
+            replayed.append(outcome)
+    return [*unknown, *replayed]
 
 
 async def _locate(

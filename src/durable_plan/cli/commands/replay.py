@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 MANIFEST = "manifest.json"
 """A corpus directory's index (``scripts/record_histories.py``): names, workflow ids."""
 SHOW_HINT = "write one with `temporal workflow show --workflow-id ID --output json > FILE`"
-DEFAULT_QUERY_LIMIT = 1000
+MAX_HISTORY_FILE_BYTES = 256 * 1024 * 1024
+"""Temporal keeps at most 50 MB of events per run; as JSON (payloads in base64, field names)
+a history is a few times larger, never this large."""
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -129,6 +131,18 @@ def _history_file(
     from temporalio.client import WorkflowHistory
 
     try:
+        size = file.stat().st_size
+    except OSError as exc:
+        raise CommandError(
+            EXIT_BAD_INPUT, f"replay: cannot read {str(file)!r}: {exc.strerror}"
+        ) from None
+    if size > MAX_HISTORY_FILE_BYTES:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"replay: {str(file)!r} is {size:,} bytes, more than any history Temporal keeps "
+            f"(50 MB of events; at most {MAX_HISTORY_FILE_BYTES:,} bytes as JSON)",
+        )
+    try:
         text = file.read_text()
         history = WorkflowHistory.from_json(workflow_id or file.stem, text)
     except OSError as exc:
@@ -184,6 +198,15 @@ def _workflow_classes(spec: str) -> list[type]:
     target, _, attribute = spec.partition(":")
     if not target:
         raise CommandError(EXIT_BAD_INPUT, f"replay: --workflows {spec!r}: name a module")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        # The workflow sandbox re-imports a workflow's module by its name; a file loaded by
+        # path has none it can import ("Failed validating workflow ...", a traceback).
+        dotted = target.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            f"replay: --workflows {spec!r}: name the module, not its file (e.g. {dotted}), "
+            "importable from where you run the command",
+        )
     try:
         module = import_user_module(target, spec)
     except ToolsModuleError as exc:
