@@ -169,7 +169,15 @@ async def test_an_agent_step_calls_tools_and_answers_with_conforming_output() ->
             {"tool": "count_allies", "round": 2},
         ],
         "final": True,
+        "usage": morale["usage"],
     }
+    # What the step cost: the scripted model's tokens of its three rounds, in the step's
+    # result, on its ledger line and as the plan's total.
+    usage = morale["usage"]
+    assert usage["input"] > 0 and usage["output"] > 0
+    assert usage["total"] == usage["input"] + usage["output"]
+    assert result.outcome("morale").usage == usage
+    assert result.usage == usage
     assert result.outcome("run").status == "ok", "a later step bound the output"
     assert CALLS == [
         "look_up_monster goblin",

@@ -99,6 +99,8 @@ class StepOutcome(_Frozen):
     reused_from: int | None = None
     """Set when the step did not run: an earlier plan of the conversation (this number,
     1 for the first) ran it ok with the same id, tool and arguments (``reuse.py``)."""
+    usage: dict[str, int] | None = None
+    """An agent step's model tokens: ``input``, ``output``, ``total``."""
 
 
 class PlanResult(_Frozen):
@@ -111,6 +113,8 @@ class PlanResult(_Frozen):
     final: bool
     exited: dict[str, JsonValue] | None = None
     """Set when an ``exit`` step ended the plan: its step, status, message and output."""
+    usage: dict[str, int] | None = None
+    """The model tokens of the plan's agent steps (None when it has none)."""
 
     @property
     def ok(self) -> bool:

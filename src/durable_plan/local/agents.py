@@ -18,8 +18,9 @@ from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
 
 from durable_plan.language.agent_step import AGENT_TOOL, agent_step_spec
 from durable_plan.language.errors import StepFailure, describe_exception
-from durable_plan.run.agent_loop import run_agent_step, system_prompt
+from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
 from durable_plan.run.calls import Invoker
+from durable_plan.run.events import current_step
 from durable_plan.tools.named_tool import NamedTool
 from durable_plan.tools.registry import ToolRegistry
 from durable_plan.tools.results import tool_result
@@ -66,7 +67,14 @@ def agent_steps(
             system_prompt=system_prompt(spec.system_prompt),
             callback_handler=None,
         )
-        return await run_agent_step(agent, spec.prompt, spec.output_schema, spec.max_iterations)
+        events, step_id = current_step()
+        return await run_agent_step(
+            agent,
+            spec.prompt,
+            spec.output_schema,
+            spec.max_iterations,
+            tracker=RoundTracker(events, step_id),
+        )
 
     return invoke_with_agents
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -19,7 +20,9 @@ from durable_plan.language.errors import StepError, describe_exception
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.calls import Invoker, StepCall
 from durable_plan.run.engine import PlanRun
+from durable_plan.run.events import SILENT, Emitter, EventSink, step_context
 from durable_plan.run.reuse import Recall
+from durable_plan.run.telemetry import telemetry_sink
 from durable_plan.tools.registry import ToolRegistry
 
 
@@ -33,6 +36,8 @@ async def execute_plan(
     default_timeout_s: float | None = None,
     models: Mapping[str, Any] | None = None,
     model: Any = None,
+    on_event: EventSink | None = None,
+    plan_id: str | None = None,
 ) -> PlanResult:
     """Check ``plan`` completely, then run it with ``invoker(tool_name, args)``.
 
@@ -42,6 +47,8 @@ async def execute_plan(
     input schemas and timeouts apply unless ``catalog`` / ``tool_timeouts`` say
     otherwise, and agent steps can run: ``models`` maps the names a step may
     give in ``model`` to Strands models (or factories), ``model`` is the default.
+    ``on_event`` receives the plan's events as they happen (``run/events.py``; an
+    ``EventQueue`` is one you can iterate), marked with ``plan_id``.
     """
     if isinstance(invoker, ToolRegistry):
         from durable_plan.local.agents import agent_steps
@@ -60,7 +67,12 @@ async def execute_plan(
         )
     checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
     return await run_checked(
-        checked, invoker, tool_timeouts=tool_timeouts, default_timeout_s=default_timeout_s
+        checked,
+        invoker,
+        tool_timeouts=tool_timeouts,
+        default_timeout_s=default_timeout_s,
+        on_event=on_event,
+        plan_id=plan_id,
     )
 
 
@@ -72,13 +84,15 @@ async def run_checked(
     default_timeout_s: float | None = None,
     recall: Recall | None = None,
     on_start: Callable[[PlanRun], None] | None = None,  # sees the run (a live progress view)
+    on_event: EventSink | None = None,
+    plan_id: str | None = None,
 ) -> PlanResult:
     """Run an already-checked plan; see ``execute_plan``.
 
     ``recall``: earlier plans' steps this one may reuse or read as ``prior``; once the
     plan ends, ``recall.learned`` holds the steps it ran ok (``reuse.py``).
     """
-    run = PlanRun(checked, recall=recall)
+    run = PlanRun(checked, recall=recall, events=local_events(on_event, plan_id))
     if on_start is not None:
         on_start(run)
     timeouts = dict(tool_timeouts or {})
@@ -94,7 +108,8 @@ async def run_checked(
                 if call.tool in LOOPS
                 else _invoke(invoker, call, timeout_of(call))
             )
-            tasks[asyncio.create_task(work, name=call.step_id)] = call
+            context = step_context(run.events, call.step_id)
+            tasks[asyncio.create_task(work, name=call.step_id, context=context)] = call
 
     try:
         start(run.next_calls())
@@ -118,6 +133,18 @@ async def run_checked(
     return run.result()
 
 
+def local_events(on_event: EventSink | None, plan_id: str | None) -> Emitter:
+    """The in-process run's emitter: the caller's sink, and spans and metrics when an
+    OpenTelemetry tracer or meter provider is set (``run/telemetry.py``)."""
+    sinks: list[EventSink] = [on_event] if on_event is not None else []
+    telemetry = telemetry_sink()
+    if telemetry is not None:
+        sinks.append(telemetry)
+    if not sinks:
+        return SILENT
+    return Emitter(plan_id or f"local-{uuid.uuid4().hex[:12]}", time.time, sinks)
+
+
 async def _run_items(
     run: PlanRun,
     call: StepCall,
@@ -134,7 +161,9 @@ async def _run_items(
 
     def start() -> None:
         for item in items.next_calls():
-            task = asyncio.create_task(_invoke(invoker, item, timeout_of(item)), name=item.step_id)
+            work = _invoke(invoker, item, timeout_of(item))
+            context = step_context(run.events, item.step_id)  # an item may be an agent step
+            task = asyncio.create_task(work, name=item.step_id, context=context)
             running[task] = item
 
     try:

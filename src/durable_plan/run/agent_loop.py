@@ -23,6 +23,7 @@ from strands.hooks import AfterModelCallEvent, AfterToolCallEvent, HookProvider,
 from strands.types.exceptions import StructuredOutputException
 
 from durable_plan.check.json_schema import validator_for
+from durable_plan.run.events import SILENT, Emitter, add_usage, usage_of
 
 ANSWER_TOOL = "answer"
 BUILTIN_SYSTEM_PROMPT = (
@@ -78,11 +79,16 @@ def output_model(schema: Mapping[str, Any]) -> type[BaseModel]:
 
 
 class RoundTracker(HookProvider):
-    """Counts model rounds and records each tool call with the round that made it."""
+    """Counts model rounds and their tokens, records each tool call with the round that
+    made it, and says so as events (``agent_round``, ``agent_tool_call``): the one source
+    of an agent step's progress for both runners."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: Emitter = SILENT, step_id: str | None = None) -> None:
         self.rounds = 0
         self.calls: list[dict[str, Any]] = []
+        self.usage: dict[str, int] | None = None
+        self._events = events
+        self._step = step_id
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         registry.add_callback(AfterModelCallEvent, self._round)
@@ -90,11 +96,33 @@ class RoundTracker(HookProvider):
 
     def _round(self, event: AfterModelCallEvent) -> None:
         self.rounds += 1
+        usage = None
+        if event.stop_response is not None:
+            metadata = event.stop_response.message.get("metadata")
+            if isinstance(metadata, dict):
+                usage = usage_of(metadata.get("usage"))
+        self.usage = add_usage(self.usage, usage)
+        self._events.emit(
+            "agent_round",
+            step=self._step,
+            round=self.rounds,
+            status="failed" if event.exception is not None else "ok",
+            error=None if event.exception is None else str(event.exception),
+            usage=usage,
+        )
 
     def _tool(self, event: AfterToolCallEvent) -> None:
         name = event.tool_use["name"]
         if name != ANSWER_TOOL:
             self.calls.append({"tool": name, "round": self.rounds})
+            failed = event.result.get("status") == "error"
+            self._events.emit(
+                "agent_tool_call",
+                step=self._step,
+                tool=name,
+                round=self.rounds,
+                status="failed" if failed else "ok",
+            )
 
 
 async def run_agent_step(
@@ -123,9 +151,12 @@ async def run_agent_step(
             output, final = dict(structured.data), True  # type: ignore[attr-defined]
     except StructuredOutputException:
         final = False  # the budget ran out before a conforming answer
-    return {
+    step_result: dict[str, Any] = {
         "output": output if final else {},
         "iterations": tracker.rounds,
         "tools_called": tracker.calls,
         "final": final,
     }
+    if tracker.usage is not None:
+        step_result["usage"] = tracker.usage  # the step's model tokens (PlanRun: the ledger's)
+    return step_result

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from durable_plan.check import CheckedPlan, CheckedStep
+from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.control_steps import EXIT
 from durable_plan.language.errors import StepError
 from durable_plan.language.limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
 from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus
 from durable_plan.run.binding import Binder
 from durable_plan.run.calls import StepCall
+from durable_plan.run.events import SILENT, Emitter, add_usage
 from durable_plan.run.items import ItemRun
 from durable_plan.run.json_results import as_json as as_json
 from durable_plan.run.json_results import non_json_message as non_json_message
@@ -55,13 +57,20 @@ class PlanRun:
         limits: ExpressionLimits = DEFAULT_LIMITS,
         recall: Recall | None = None,
         reads_references: Callable[[str], bool] | None = None,
+        events: Emitter = SILENT,
     ) -> None:
         """``recall``: the conversation's remembered steps this plan may reuse and read
         as ``prior`` (``reuse.py``); None runs every step and remembers nothing.
         ``reads_references``: the runner's word on which tools' calls read a stored result
         handed to them whole (durably: registered tools, through their wrapper activity;
-        not an existing activity or an MCP tool); None: every tool's."""
+        not an existing activity or an MCP tool); None: every tool's.
+        ``events``: where this run's step events go (``events.py``); the run is their one
+        source, for both runners."""
         self._checked = checked
+        self.events = events
+        self._announced = False
+        self._finished_emitted = False
+        self._usage: dict[str, dict[str, int]] = {}  # agent step -> its model tokens
         self._exited: dict[str, Any] | None = None
         plan = checked.plan
         self._scheduler = Scheduler(
@@ -96,6 +105,9 @@ class PlanRun:
 
     def next_calls(self) -> list[StepCall]:
         """Calls to start now; steps decided without a call are recorded here."""
+        if not self._announced:
+            self._announced = True
+            self._announce()
         calls: list[StepCall] = []
         while True:
             ready = self._scheduler.get_ready()
@@ -107,7 +119,13 @@ class PlanRun:
                 call = self._prepare(self._checked.steps[sid])
                 if call is not None:
                     calls.append(call)
-        return self.still_to_start(calls)
+        started = self.still_to_start(calls)
+        if self.events.active:
+            for call in started:
+                self.events.emit(
+                    "step_started", step=call.step_id, tool=call.tool, level=call.level
+                )
+        return started
 
     def receives_references(self, tool: str) -> bool:
         """May a step (or a map item) calling ``tool`` be handed a stored result whole?
@@ -146,6 +164,9 @@ class PlanRun:
             )
             return
         self._results[step_id] = value
+        usage = agent_usage(self._checked.steps[step_id].step.tool, value)
+        if usage is not None:
+            self._usage[step_id] = usage
         if holds_reference(self._checked.steps[step_id].step.tool, value):
             self._stored.add(step_id)
         self._end(step_id, "ok", None, duration_ms, attempts)
@@ -176,14 +197,31 @@ class PlanRun:
         final = self._checked.plan.final and clean
         executed_levels = {o.level for o in ledger if o.status == "ok"}
         saved = max(len(executed_levels) - 1, 0) + (1 if final else 0)
-        return PlanResult(
+        result = PlanResult(
             returned=returned,
             ledger=ledger,
             levels=self._checked.levels,
             inference_passes_saved=saved,
             final=final,
             exited=exited,
+            usage=self.usage(),
         )
+        if not self._finished_emitted:
+            self._finished_emitted = True
+            self.events.emit(
+                "plan_finished",
+                status="ok" if result.ok else "failed",
+                usage=result.usage,
+                detail={"final": final, "steps": _counts(ledger)},
+            )
+        return result
+
+    def usage(self) -> dict[str, int] | None:
+        """The model tokens of this plan's agent steps so far (None: it has none)."""
+        total: dict[str, int] | None = None
+        for usage in self._usage.values():
+            total = add_usage(total, usage)
+        return total
 
     def progress(self) -> list[Progress]:
         """The ledger so far, in plan order, for progress queries and live displays."""
@@ -281,6 +319,9 @@ class PlanRun:
             self._exited["output"] = args["output"]
         self._results[cs.id] = dict(self._exited)
         self._end(cs.id, "ok", None, 0.0, 0)
+        self.events.emit(
+            "plan_exited", step=cs.id, status=str(status), detail={"message": message[:500]}
+        )
         self._scheduler.stop(f"plan exited at step '{cs.id}' ({status}): {message}")
         self._absorb_scheduler_decisions()
 
@@ -304,7 +345,9 @@ class PlanRun:
             error=error,
             attempts=attempts,
             reused_from=self._reused.get(sid),
+            usage=self._usage.get(sid),
         )
+        self._finished(self._outcomes[sid])
         self._absorb_scheduler_decisions()
 
     def _absorb_scheduler_decisions(self) -> None:
@@ -321,3 +364,43 @@ class PlanRun:
                     level=cs.level,
                     error=self._scheduler.reason(sid),
                 )
+                self._finished(self._outcomes[sid])
+
+    def _announce(self) -> None:
+        steps = [
+            {"id": sid, "tool": cs.step.tool, "level": cs.level}
+            for sid, cs in self._checked.steps.items()
+        ]
+        self.events.emit("plan_started", detail={"steps": steps})
+
+    def _finished(self, outcome: StepOutcome) -> None:
+        if not self.events.active:
+            return
+        self.events.emit(
+            "step_finished",
+            step=outcome.id,
+            tool=outcome.tool,
+            level=outcome.level,
+            status=outcome.status,
+            duration_ms=outcome.duration_ms,
+            attempts=outcome.attempts,
+            error=outcome.error,
+            usage=outcome.usage,
+        )
+
+
+def agent_usage(tool: str, value: Any) -> dict[str, int] | None:
+    """An agent step's model tokens, from its result (``agent_loop.run_agent_step``)."""
+    if tool != AGENT_TOOL or not isinstance(value, dict):
+        return None
+    usage = value.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    return {k: int(v) for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _counts(ledger: list[StepOutcome]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for outcome in ledger:
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return counts

@@ -129,6 +129,14 @@ class ItemRun:
                 self._accumulator = value
         else:
             self._fail(index, str(value))
+        self._plan.events.emit(
+            "item_finished",
+            step=self._cs.id,
+            tool=call.tool,
+            item=index,
+            status="ok" if ok else "failed",
+            error=None if ok else str(value),
+        )
 
     def result(self) -> tuple[bool, Any]:
         """(True, the step's result) or (False, the error naming the failed item)."""

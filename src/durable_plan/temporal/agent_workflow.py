@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
     from durable_plan.temporal.admission import Admission
     from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
+    from durable_plan.temporal.event_stream import PlanEventStream, workflow_emitter
     from durable_plan.temporal.failures import root_cause
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
     from durable_plan.temporal.messages import (
@@ -82,6 +83,8 @@ class AgentStepInput:
     hooked_tools: list[str] | None = None
     """Tool patterns whose calls pass the agent's hooks (None: every tool)."""
     max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
+    stream_events: bool = True
+    """Publish the loop's rounds and tool calls on this workflow's stream."""
 
     def to_wire(self) -> dict[str, Any]:
         """As the data converter encodes it (for measuring what starting it costs)."""
@@ -98,9 +101,23 @@ class AgentStepWorkflow(ApprovalHandlers):
         self.calls = 0
         self.admission: Admission | None = None
         self.hooks: HookAsker | None = None
+        self.stream = PlanEventStream()
 
     @workflow.run
     async def run(self, request: AgentStepInput) -> dict[str, Any]:
+        info = workflow.info()
+        plan_id = info.parent.workflow_id if info.parent is not None else info.workflow_id
+        events, _telemetry = workflow_emitter(
+            plan_id, self.stream if request.stream_events else None
+        )
+        self.tracker = RoundTracker(events, request.step_id)
+        self.desk.events = events
+        try:
+            return await self._run(request)
+        finally:
+            await self.stream.close()
+
+    async def _run(self, request: AgentStepInput) -> dict[str, Any]:
         self.admission = Admission(
             max_task_bytes=request.max_task_bytes,
             max_history_bytes=request.max_history_bytes,

@@ -16,6 +16,7 @@ from temporalio import workflow
 
 from durable_plan.language.digest import args_digest
 from durable_plan.language.limits import truncate_text
+from durable_plan.run.events import SILENT, Emitter
 from durable_plan.temporal.messages import ApprovalDecision
 
 MAX_REFUSALS_KEPT = 5
@@ -24,9 +25,11 @@ MAX_IDS_WITH_REFUSALS = 20
 
 
 class ApprovalDesk:
-    def __init__(self, step_ids: Iterable[str] | None) -> None:
+    def __init__(self, step_ids: Iterable[str] | None, events: Emitter = SILENT) -> None:
         """``step_ids``: the ids refusals are recorded for (None: any, at most
-        ``MAX_IDS_WITH_REFUSALS`` of them)."""
+        ``MAX_IDS_WITH_REFUSALS`` of them); ``events``: where a call awaiting a person
+        and the decision are announced (plan steps, items and agent tool calls alike)."""
+        self.events = events
         self._known = frozenset(step_ids) if step_ids is not None else None
         self._awaiting: dict[str, dict[str, Any]] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
@@ -35,6 +38,9 @@ class ApprovalDesk:
     def open(self, step_id: str, args: dict[str, Any]) -> None:
         """The step waits for a person, who will see (and may bind to) these arguments."""
         self._awaiting[step_id] = args
+        self.events.emit(
+            "awaiting_approval", step=step_id, detail={"args_digest": args_digest(args)}
+        )
 
     def close(self, step_id: str) -> None:
         self._awaiting.pop(step_id, None)
@@ -63,6 +69,11 @@ class ApprovalDesk:
 
     def take(self, decision: ApprovalDecision) -> None:
         self._decisions[decision.step_id] = decision
+        self.events.emit(
+            "approval_decided",
+            step=decision.step_id,
+            status="approved" if decision.approved else "rejected",
+        )
 
     def offer(self, decision: ApprovalDecision) -> None:
         """A signal: take it if it may be taken now, else record why not and ignore it."""

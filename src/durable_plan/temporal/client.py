@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal
@@ -34,6 +34,7 @@ from temporalio.service import RPCError
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.run.events import PlanEvent
 from durable_plan.run.reuse import REMEMBERED_KEY
 from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.messages import (
@@ -43,6 +44,7 @@ from durable_plan.temporal.messages import (
     PlanInput,
     failure_message,
 )
+from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
 from durable_plan.temporal.ui_summary import plan_details, plan_summary
 from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.registry import ToolOptions, ToolRegistry
@@ -224,6 +226,25 @@ class PlanHandle:
                     if info.HasField("last_failure"):
                         line["error"] = info.last_failure.message
         return lines
+
+    def events(
+        self,
+        from_offset: int = 0,
+        *,
+        follow_agent_steps: bool = True,
+        poll_cooldown: timedelta = POLL_COOLDOWN,
+    ) -> AsyncIterator[PlanEvent]:
+        """The plan's events as they happen (``durable_plan.run.events``): an async iterator
+        that ends after ``plan_finished``. Each plan event has its ``offset``; after a
+        disconnect, resume with ``from_offset=last.offset + 1``. With
+        ``follow_agent_steps`` an agent step's rounds and tool calls are merged in (from
+        its child workflow's stream; they carry no plan offset)."""
+        return plan_events(
+            self.handle,
+            from_offset,
+            follow_agent_steps=follow_agent_steps,
+            poll_cooldown=poll_cooldown,
+        )
 
     async def _agent_progress(self, line: dict[str, Any], rpc_timeout: timedelta | None) -> None:
         """A running agent step's round, tool calls and approvals, from its child workflow."""

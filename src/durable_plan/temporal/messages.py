@@ -208,6 +208,9 @@ class PlanInput:
     allowed_models: list[str] | None = field(default=None, metadata=_BY_PLUGIN)
     """Model-name patterns an agent step may name in ``model`` (the default model is always
     allowed); None, as in plans started before this field: any."""
+    stream_events: bool = True
+    """Publish the plan's step events on its Workflow Stream (``PlanHandle.events``); off,
+    a subscriber sees nothing and ``progress`` still answers."""
 
     def to_wire(self) -> dict[str, Any]:
         """The workflow's input as JSON: the plan first, then the settings that differ from

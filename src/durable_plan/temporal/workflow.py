@@ -39,12 +39,15 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.errors import PlanRejected, StepError
     from durable_plan.run.calls import StepCall
     from durable_plan.run.engine import PlanRun
+    from durable_plan.run.events import SILENT, Emitter
     from durable_plan.run.reuse import Recall, bounded, reusable_tools
+    from durable_plan.run.telemetry import TelemetrySink
     from durable_plan.temporal.admission import Admission, Wanted, json_size
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
     from durable_plan.temporal.claim_check import drop_stored, read_returned
     from durable_plan.temporal.drive import drive, record
+    from durable_plan.temporal.event_stream import PlanEventStream, traced, workflow_emitter
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
     from durable_plan.temporal.ids import child_workflow_id
     from durable_plan.temporal.messages import (
@@ -82,6 +85,9 @@ class PlanWorkflow(ApprovalHandlers):
         self._hooks: HookAsker | None = None
         self._activities: StepActivities | None = None  # how this plan calls its activities
         self._recall: Recall | None = None  # the conversation's steps this plan may reuse
+        self._stream = PlanEventStream()  # its handlers exist from the first task on
+        self._events: Emitter = SILENT
+        self._telemetry: TelemetrySink | None = None
 
     @workflow.run
     async def run(self, raw: Any) -> dict[str, Any]:
@@ -90,15 +96,24 @@ class PlanWorkflow(ApprovalHandlers):
         request: PlanInput | None = None
         try:
             request = PlanInput.from_wire(raw)
+            self._events, self._telemetry = workflow_emitter(
+                workflow.info().workflow_id, self._stream if request.stream_events else None
+            )
             return await self._execute(self._check(request), request)
         except PlanRejected as exc:
             details = [str(p) for p in exc.problems]
+            self._ended("rejected", str(exc))
             raise ApplicationError(
                 str(exc), details, type="PlanRejected", non_retryable=True
             ) from None
-        except (ApplicationError, asyncio.CancelledError):
+        except ApplicationError as exc:
+            self._ended("failed", exc.message)
+            raise
+        except asyncio.CancelledError:
+            self._ended("cancelled", "the plan was cancelled")
             raise
         except Exception as exc:  # an engine bug must fail the plan, not the task forever
+            self._ended("failed", f"plan workflow error: {type(exc).__name__}: {exc}")
             raise ApplicationError(
                 f"plan workflow error: {type(exc).__name__}: {exc}",
                 self._partial(),
@@ -113,6 +128,7 @@ class PlanWorkflow(ApprovalHandlers):
             if calls is not None and calls.stored_any and not keep:
                 assert request is not None
                 await drop_stored(request.task_queue, calls.store_chain())
+            await self._stream.close()
 
     @workflow.query
     def progress(self) -> list[dict[str, Any]]:
@@ -170,9 +186,12 @@ class PlanWorkflow(ApprovalHandlers):
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(
-            checked, recall=self._recall, reads_references=_reads_references(request)
+            checked,
+            recall=self._recall,
+            reads_references=_reads_references(request),
+            events=self._events,
         )
-        self.desk = ApprovalDesk(checked.steps)
+        self.desk = ApprovalDesk(checked.steps, self._events)
         route = _hook_route(request)
         self._admission = Admission(
             max_task_bytes=request.max_task_bytes,
@@ -207,6 +226,12 @@ class PlanWorkflow(ApprovalHandlers):
             )
         return bounded_payload(run, request, resolved)
 
+    def _ended(self, status: str, error: str) -> None:
+        """A plan that ends as a whole (rejected, failed, cancelled) says so to its
+        subscribers; a plan that ran to its result said so in ``PlanRun.result``."""
+        if self._run is None or not self._run.finished:
+            self._events.emit("plan_finished", status=status, error=error)
+
     def _partial(self) -> dict[str, Any]:
         """The ledger so far, for the details of a failure of the plan as a whole: the model
         still learns which steps ran (and the conversation remembers them)."""
@@ -233,12 +258,14 @@ class PlanWorkflow(ApprovalHandlers):
 
     async def _run_call(self, call: StepCall, request: PlanInput, wanted: Wanted) -> Outcome | None:
         """One call of the plan, whatever its kind; None when it was withdrawn (the plan
-        stopped before it started; the scheduler or the item run recorded why)."""
-        if call.tool == AGENT_TOOL:
-            return await self._run_agent_step(call, request, wanted)
-        if call.tool in LOOPS:
-            return await self._run_items(call, request, wanted)
-        return await self._run_tool(call, request, wanted)
+        stopped before it started; the scheduler or the item run recorded why). What it
+        starts is traced under the step's span (when telemetry is on)."""
+        with traced(self._telemetry, call.step_id):
+            if call.tool == AGENT_TOOL:
+                return await self._run_agent_step(call, request, wanted)
+            if call.tool in LOOPS:
+                return await self._run_items(call, request, wanted)
+            return await self._run_tool(call, request, wanted)
 
     async def _run_tool(self, call: StepCall, request: PlanInput, wanted: Wanted) -> Outcome | None:
         """The call's stages (``pipeline.Stages``), after the one check only a plan's step
@@ -313,6 +340,7 @@ class PlanWorkflow(ApprovalHandlers):
             hook_bytes=_room_left(route, self._hooks),
             hooked_tools=list(route.tools) if route is not None else None,
             max_task_bytes=request.max_task_bytes,
+            stream_events=request.stream_events,
         )
         verdict = await self._admission.enter(json_size(step_input.to_wire()), wanted=wanted)
         if verdict == "withdrawn":

@@ -1,0 +1,259 @@
+"""What happens in a plan, as events: one vocabulary, emitted in one place, for both runners.
+
+``PlanRun`` (steps, items, exits, the end), ``RoundTracker`` (an agent step's rounds and
+tool calls) and the approval desk emit through an ``Emitter``; the runner decides where
+the events go: durably into the workflow's Workflow Stream (``temporal/event_stream.py``),
+in-process to a callback or an ``EventQueue``; spans and metrics are made from the same
+events (``telemetry.py``), so what a trace shows and what a subscriber sees cannot drift.
+
+An event is small and bounded whatever the plan does: no arguments or results, error
+texts cut to ``MAX_EVENT_ERROR_CHARS``, and at most ``MAX_ITEM_EVENTS`` item events per
+plan (later items are counted in their step's ``step_finished`` only). Nothing here reads
+a clock: the runner passes ``now`` (durably ``workflow.now()``, so a replay rebuilds the
+same events and publishes nothing twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from durable_plan.language.limits import truncate_text
+
+EventKind = Literal[
+    "plan_started",
+    "step_started",
+    "step_finished",
+    "awaiting_approval",
+    "approval_decided",
+    "agent_round",
+    "agent_tool_call",
+    "item_finished",
+    "plan_exited",
+    "plan_finished",
+]
+EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+MAX_EVENT_ERROR_CHARS = 500
+MAX_ITEM_EVENTS = 1_000
+"""Per plan: a map of a thousand items under a reduce of a thousand must not put two
+thousand events into every subscriber's poll results (and the history they land in)."""
+EVENTS_TOPIC = "events"
+"""The Workflow Streams topic of a plan's (and an agent step's) events."""
+
+
+@dataclass(frozen=True)
+class PlanEvent:
+    """One thing that happened; fields a kind does not use stay None (and off the wire)."""
+
+    kind: EventKind
+    plan: str
+    at: float
+    """Seconds since the epoch: durably the workflow task's time, in-process the wall clock."""
+    step: str | None = None
+    tool: str | None = None
+    level: int | None = None
+    status: str | None = None
+    duration_ms: float | None = None
+    attempts: int | None = None
+    error: str | None = None
+    item: int | None = None
+    round: int | None = None
+    usage: dict[str, int] | None = None
+    """Model tokens (``input``, ``output``, ``total``): an agent round's, an agent step's,
+    or the plan's total on ``plan_finished``."""
+    detail: dict[str, Any] | None = None
+    """Per kind: ``plan_started`` the steps (id, tool, level); ``awaiting_approval`` the
+    arguments' digest; ``step_finished`` of a map its item counts; ``plan_exited`` why."""
+    offset: int | None = field(default=None, compare=False)
+    """The event's place in its stream, set by a subscriber (None in-process)."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and k != "offset"}
+
+    @classmethod
+    def from_wire(cls, raw: Mapping[str, Any], offset: int | None = None) -> PlanEvent:
+        names = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in names and k != "offset"}
+        return cls(**values, offset=offset)
+
+
+EventSink = Callable[[PlanEvent], None]
+
+
+def add_usage(
+    total: dict[str, int] | None, more: Mapping[str, int] | None
+) -> dict[str, int] | None:
+    """Token counts summed key by key (None: nothing counted yet)."""
+    if not more:
+        return total
+    summed = dict(total or {})
+    for key, value in more.items():
+        summed[key] = summed.get(key, 0) + int(value)
+    return summed
+
+
+def usage_of(strands_usage: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """Strands' ``Usage`` (``inputTokens``...) in our names; None when the model said nothing."""
+    if not strands_usage:
+        return None
+    usage = {
+        "input": int(strands_usage.get("inputTokens", 0) or 0),
+        "output": int(strands_usage.get("outputTokens", 0) or 0),
+        "total": int(strands_usage.get("totalTokens", 0) or 0),
+    }
+    return usage if any(usage.values()) else None
+
+
+class Emitter:
+    """Makes the events of one plan (or one agent step) and hands them to its sinks.
+
+    ``now`` is the runner's clock; ``sinks`` receive every event in order, synchronously
+    (a sink must not block: the durable one appends to the stream's log, the in-process
+    queue puts without waiting). A sink that raises is the runner's bug and propagates.
+    """
+
+    def __init__(self, plan_id: str, now: Callable[[], float], sinks: list[EventSink]) -> None:
+        self.plan_id = plan_id
+        self._now = now
+        self._sinks = list(sinks)
+        self._items = 0
+        self.items_dropped = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self._sinks)
+
+    def add(self, sink: EventSink) -> None:
+        self._sinks.append(sink)
+
+    def emit(self, kind: EventKind, **values: Any) -> None:
+        if not self._sinks:
+            return
+        if kind == "item_finished":
+            if self._items >= MAX_ITEM_EVENTS:
+                self.items_dropped += 1
+                return
+            self._items += 1
+        error = values.get("error")
+        if isinstance(error, str):
+            values["error"] = truncate_text(error, MAX_EVENT_ERROR_CHARS)
+        event = PlanEvent(kind=kind, plan=self.plan_id, at=self._now(), **values)
+        for sink in self._sinks:
+            sink(event)
+
+
+SILENT = Emitter("", lambda: 0.0, [])
+"""An emitter with no sinks: what a run gets when nobody listens (costs one check)."""
+
+_CURRENT_STEP: contextvars.ContextVar[tuple[Emitter, str]] = contextvars.ContextVar(
+    "durable_plan_current_step", default=(SILENT, "")
+)
+
+
+def step_context(events: Emitter, step_id: str) -> contextvars.Context:
+    """A copy of the current context in which ``current_step()`` is this step: the
+    in-process runner starts each step's task in one, so an agent step's loop (reached
+    through the invoker, which knows only a tool and its arguments) emits as its step."""
+    context = contextvars.copy_context()
+    context.run(_CURRENT_STEP.set, (events, step_id))
+    return context
+
+
+def current_step() -> tuple[Emitter, str]:
+    """The emitter and step id of the in-process step running in this task."""
+    return _CURRENT_STEP.get()
+
+
+class EventQueue:
+    """An in-process sink that is also an async iterator: pass it as ``on_event``, then
+    ``async for event in queue.run(execute_plan(..., on_event=queue))``; the plan runs as
+    a task, iteration ends with it (its exception is raised there, a rejected plan's
+    included), and ``result`` holds its ``PlanResult``. Iterating the queue itself ends
+    after ``plan_finished`` (or ``close()``)."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[PlanEvent | None] = asyncio.Queue()
+        self.result: Any = None
+
+    def __call__(self, event: PlanEvent) -> None:
+        self._queue.put_nowait(event)
+        if event.kind == "plan_finished":
+            self._queue.put_nowait(None)
+
+    def close(self) -> None:
+        self._queue.put_nowait(None)
+
+    def __aiter__(self) -> AsyncIterator[PlanEvent]:
+        return self._events()
+
+    async def run(self, plan: Coroutine[Any, Any, Any]) -> AsyncIterator[PlanEvent]:
+        task = asyncio.ensure_future(plan)
+        task.add_done_callback(lambda _t: self.close())
+        try:
+            async for event in self:
+                yield event
+            self.result = await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _events(self) -> AsyncIterator[PlanEvent]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+
+
+class EventLedger:
+    """The live ledger a subscriber keeps from a plan's events alone (the CLI's table):
+    the lines of ``PlanWorkflow.progress``, without asking the workflow."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, dict[str, Any]] = {}
+        self.finished: PlanEvent | None = None
+
+    def apply(self, event: PlanEvent) -> None:
+        if event.kind == "plan_started" and event.detail:
+            for step in event.detail.get("steps", []):
+                self.lines.setdefault(
+                    step["id"],
+                    {
+                        "id": step["id"],
+                        "tool": step["tool"],
+                        "phase": "pending",
+                        "level": step["level"],
+                        "duration_ms": 0.0,
+                        "attempts": 0,
+                        "error": None,
+                    },
+                )
+            return
+        line = self.lines.get(event.step or "")
+        if event.kind == "plan_finished":
+            self.finished = event
+        if line is None:
+            return
+        if event.kind == "step_started":
+            line["phase"] = "running"
+        elif event.kind == "awaiting_approval":
+            line["phase"] = "awaiting_approval"
+            if event.detail:
+                line["args_digest"] = event.detail.get("args_digest")
+        elif event.kind == "approval_decided":
+            line["phase"] = "running"
+            line.pop("args_digest", None)
+        elif event.kind == "step_finished":
+            line.update(
+                phase=event.status,
+                duration_ms=event.duration_ms or 0.0,
+                attempts=event.attempts or 0,
+                error=event.error,
+            )
+            line.pop("args_digest", None)
+
+    def progress(self) -> list[dict[str, Any]]:
+        return [dict(line) for line in self.lines.values()]

@@ -1,0 +1,64 @@
+"""A durable plan's events on its Workflow Stream (``temporalio.contrib.workflow_streams``).
+
+The workflow appends each event to the stream's log in workflow code; subscribers read it
+through the stream's poll update (``PlanHandle.events``), each batch of events in one
+update, so a plan with no subscriber pays for its events in memory only, and a watched one
+pays one update per batch, not per event. A replay rebuilds the log from the same code
+and publishes nothing twice; a subscriber resumes from the offset it saw last.
+
+Pinned behaviour of the experimental module we rely on (temporalio 1.35): the stream is
+constructed from the workflow's ``__init__``; ``detach_pollers`` releases waiting polls
+with what is left; a closed workflow's remaining items are read by query.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowTopicHandle
+
+    from durable_plan.run.events import EVENTS_TOPIC, Emitter, EventSink, PlanEvent
+    from durable_plan.run.telemetry import TelemetrySink
+    from durable_plan.temporal.telemetry import workflow_telemetry
+
+
+class PlanEventStream:
+    """The workflow's stream and its events topic; construct in the workflow's __init__."""
+
+    def __init__(self) -> None:
+        self._stream = WorkflowStream()
+        self._topic: WorkflowTopicHandle[dict[str, object]] = self._stream.topic(
+            EVENTS_TOPIC, type=dict
+        )
+        self.published = 0
+
+    def __call__(self, event: PlanEvent) -> None:
+        self._topic.publish(event.to_wire())
+        self.published += 1
+
+    async def close(self) -> None:
+        """Hand waiting subscribers the last events, then let the workflow end: a poll
+        left waiting would be cut off (and warned about) when the run completes."""
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+
+def workflow_emitter(
+    plan_id: str, stream: PlanEventStream | None
+) -> tuple[Emitter, TelemetrySink | None]:
+    """The events of this workflow: to its stream (when on) and to spans and metrics when
+    the worker's process set up OpenTelemetry the replay-safe way (that sink is returned
+    too: the workflow makes a step's span current while it starts the step's work)."""
+    sinks: list[EventSink] = [stream] if stream is not None else []
+    telemetry = workflow_telemetry()
+    if telemetry is not None:
+        sinks.append(telemetry)
+    return Emitter(plan_id, lambda: workflow.now().timestamp(), sinks), telemetry
+
+
+def traced(telemetry: TelemetrySink | None, step_id: str) -> AbstractContextManager[None]:
+    """The step's span current (for the activity or child it starts), or nothing."""
+    return telemetry.activate(step_id) if telemetry is not None else nullcontext()
