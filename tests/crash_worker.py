@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import threading
@@ -30,6 +31,9 @@ from temporalio.client import Client  # noqa: E402
 
 from durable_plan.temporal import plan_worker  # noqa: E402
 from tests.crash_tools import crash_registry  # noqa: E402
+
+SPANS_ENV = "DURABLE_PLAN_SPANS_FILE"
+"""Set: the worker records the plans' spans to this file (the events tests)."""
 
 
 async def main(
@@ -54,6 +58,12 @@ async def main(
             return ScriptedModel(scripts=crash_agent_scripts(), latency_s=MODEL_LATENCY_S)
 
         plugins.append(StrandsPlugin(models={"scripted": model}))
+    spans = os.environ.get(SPANS_ENV)
+    if spans:
+        # Traces of this worker, each span written as it ends (a kill loses none ended).
+        from durable_plan.temporal import JsonLinesExporter, tracing_plugin
+
+        plugins.append(tracing_plugin(JsonLinesExporter(spans), batch=False))
     client = await Client.connect(target, namespace=namespace, plugins=plugins)
     if mcp:
         await _connect_mcp_server()

@@ -4,15 +4,20 @@ resume; replay and a worker killed mid-plan publish nothing twice."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.client import Client
 
 from durable_plan.local import execute_plan
 from durable_plan.run.events import EventQueue, PlanEvent
 from durable_plan.temporal import plan_worker, start_plan
+from durable_plan.temporal.tracing import read_spans
 from durable_plan.tools.registry import ToolRegistry
+from tests.crash_tools import crash_plan, crash_registry
+from tests.crash_worker import SPANS_ENV
+from tests.test_crash import STEPS, wait_for_kill_point
+from tests.worker_processes import kill_and_replace, worker_processes
 
 
 async def add(a: int, b: int) -> dict[str, int]:
@@ -97,3 +102,75 @@ async def test_durable_events_match_in_process(client: Client, task_queue: str) 
     assert [e.offset for e in durable] == list(range(len(durable)))
     assert {e.plan for e in durable} == {handle.id}
     assert [e.offset for e in rest] == list(range(3, len(durable)))
+
+
+# -- a worker killed mid-plan: every event once, in order; every span once ------------------
+
+
+async def test_a_worker_killed_mid_plan_publishes_nothing_twice(
+    client: Client,
+    temporal_target: str,
+    task_queue: str,
+    workflow_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spans_file = tmp_path / "spans.jsonl"
+    monkeypatch.setenv(SPANS_ENV, str(spans_file))
+    log = tmp_path / "side-effects.jsonl"
+    async with worker_processes(temporal_target, task_queue, log, tmp_path) as spawn:
+        first = await spawn()
+        handle = await start_plan(
+            client,
+            crash_plan(fast="c1"),
+            task_queue=task_queue,
+            registry=crash_registry(),
+            workflow_id=workflow_id,
+            retry_initial_interval_s=0.2,
+        )
+        seen: list[PlanEvent] = []
+
+        async def subscribe() -> None:
+            async for event in handle.events():
+                seen.append(event)
+
+        subscriber = asyncio.create_task(subscribe())
+        _second, result = await kill_and_replace(
+            spawn, first, handle, log, wait_for_kill_point(handle, log, "c2")
+        )
+        await asyncio.wait_for(subscriber, 30)
+    assert result.ok, result.ledger
+    assert [e.offset for e in seen] == list(range(len(seen))), "contiguous offsets"
+    finishes = [e.step for e in seen if e.kind == "step_finished"]
+    assert sorted(finishes) == sorted(STEPS), f"each step's finish once: {finishes}"
+    assert finishes.index("a") < finishes.index("b") < finishes.index("d") < finishes.index("e")
+    assert seen[0].kind == "plan_started" and seen[-1].kind == "plan_finished"
+    assert len(seen) == 2 + 2 * len(STEPS)
+    c2 = next(e for e in seen if e.kind == "step_finished" and e.step == "c2")
+    assert c2.attempts == 2, "the killed step's second attempt finished it"
+
+    # Spans from both workers: one plan span and one span per step, none twice, all in
+    # one trace (the killed worker exported what had ended; the new one replayed the
+    # rest without ending any of it again).
+    spans = read_spans(spans_file)
+    plan_spans = [s for s in spans if s["name"] == "plan"]
+    step_spans = [
+        s["attributes"].get("durable_plan.step.id") for s in spans if s["name"].startswith("step ")
+    ]
+    assert len(plan_spans) == 1, plan_spans
+    assert sorted(step_spans) == sorted(STEPS), step_spans
+    assert len({s["span_id"] for s in spans}) == len(spans), "no span exported twice"
+    ours = [s for s in spans if s["name"] == "plan" or s["name"].startswith("step ")]
+    assert len({s["trace_id"] for s in ours}) == 1
+    by_step = {
+        s["attributes"]["durable_plan.step.id"]: s for s in spans if s["name"].startswith("step ")
+    }
+    assert by_step["c2"]["attributes"]["durable_plan.attempts"] == 2
+    assert all(s["parent_id"] == plan_spans[0]["span_id"] for s in by_step.values())
+    # The activities the plan started are traced under their steps.
+    runs = [s for s in spans if s["name"].startswith("RunActivity")]
+    step_ids = {s["span_id"] for s in by_step.values()}
+    starts = {s["span_id"]: s for s in spans if s["name"].startswith("StartActivity")}
+    assert runs and all(
+        starts.get(r["parent_id"], {}).get("parent_id") in step_ids for r in runs
+    ), [(r["name"], r["parent_id"]) for r in runs]

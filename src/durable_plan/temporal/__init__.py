@@ -26,6 +26,8 @@ _EXPORTS: dict[str, str] = {
     "PLAN_WORKFLOW_NAME": "durable_plan.temporal.messages",
     "plan_worker": "durable_plan.temporal.worker",
     "PlanWorkflow": "durable_plan.temporal.workflow",
+    "JsonLinesExporter": "durable_plan.temporal.tracing",
+    "tracing_plugin": "durable_plan.temporal.tracing",
 }
 
 if TYPE_CHECKING:
@@ -38,12 +40,14 @@ if TYPE_CHECKING:
         start_plan,
     )
     from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME, ApprovalDecision, PlanInput
+    from durable_plan.temporal.tracing import JsonLinesExporter, tracing_plugin
     from durable_plan.temporal.worker import plan_worker
     from durable_plan.temporal.workflow import PlanWorkflow
 
 __all__ = [
     "PLAN_WORKFLOW_NAME",
     "ApprovalDecision",
+    "JsonLinesExporter",
     "PlanFailed",
     "PlanHandle",
     "PlanInput",
@@ -55,6 +59,7 @@ __all__ = [
     "run_plan",
     "start_plan",
     "tool_activity",
+    "tracing_plugin",
 ]
 
 
