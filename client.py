@@ -46,11 +46,14 @@ from durable_plan.server.connection import (
 from durable_plan.server.devserver import DevServer, DevServerError, DevServerNotFound
 from durable_plan.temporal.client import no_worker_message, task_queue_has_pollers
 from durable_plan.temporal.failures import root_message
+from durable_plan.temporal.subscribe import conversation_events
 from worker import TASK_QUEUE, build_worker, connect
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
 
 EXIT_FAILED = 1
 EXIT_SETUP = 2
+STEPS_DRAIN_S = 2.0
+"""After the answer, how long the step printer may take to print its plans' last events."""
 PICKUP_WAIT_S = 5.0
 """How long a conversation may wait for a worker before the client says that none took it."""
 FIRST_TASK_SCHEDULED_EVENTS = 2
@@ -70,6 +73,7 @@ async def converse(
     task_queue: str,
     honor_final: bool = True,
     unclaimed: Callable[[str], None] | None = None,
+    watch_steps: bool = True,
 ) -> tuple[str, GameMasterOutput]:
     """One conversation; ``unclaimed(workflow_id)`` is called once if no worker has taken
     its first workflow task after ``PICKUP_WAIT_S`` (it keeps waiting for one)."""
@@ -81,14 +85,33 @@ async def converse(
         task_queue=task_queue,
     )
     watchdog = asyncio.ensure_future(_watch_pickup(handle, unclaimed)) if unclaimed else None
+    steps = asyncio.ensure_future(_print_steps(client, workflow_id)) if watch_steps else None
     try:
         output = await handle.result()
+        if steps is not None:  # the last events of its plans, already published
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(steps, STEPS_DRAIN_S)
     except WorkflowFailureError as exc:
         raise ConversationFailed(f"conversation {workflow_id} failed: {root_message(exc)}") from exc
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
+        for task in (watchdog, steps):
+            if task is not None and not task.done():
+                task.cancel()
     return workflow_id, output
+
+
+async def _print_steps(client: Client, workflow_id: str) -> None:
+    """Each step of the conversation's plans as it finishes, from the plans' event streams
+    (``conversation_events``): the caller sees the work before the answer."""
+    async for event in conversation_events(client, workflow_id):
+        if event.kind == "step_finished" and event.status != "not_taken":
+            took = f" in {event.duration_ms:.3g} ms" if event.duration_ms else ""
+            if (event.detail or {}).get("reused_from"):
+                took = f" (kept from plan {event.detail['reused_from']})"  # type: ignore[index]
+            error = f": {event.error}" if event.error else ""
+            print(f"  . {event.step} ({event.tool}) {event.status}{took}{error}", flush=True)
+        elif event.kind == "plan_finished":
+            print(f"  plan {event.status}", flush=True)
 
 
 async def _watch_pickup(handle: WorkflowHandle[Any, Any], unclaimed: Callable[[str], None]) -> None:
@@ -141,6 +164,12 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | No
         f"model round trips: {output.model_round_trips} "
         f"(a plain loop needs {output.plain_loop_round_trips}){inside}"
     )
+    if output.conversation_tokens:
+        agents = output.agent_step_tokens or {}
+        extra = f", {agents.get('total', 0)} in agent steps" if agents else ""
+        print(
+            f"model tokens: {output.conversation_tokens.get('total', 0)} in the conversation{extra}"
+        )
     if output.steps_reused:
         print(
             f"plans: {output.plans}, steps run: {output.steps_run}, reused without running: "

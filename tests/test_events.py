@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from durable_plan.local import execute_plan

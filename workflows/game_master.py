@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -17,9 +18,11 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from strands.vended_interventions.hitl import HumanInTheLoop
+    from temporalio.contrib.workflow_streams import WorkflowStream
     from temporalio.strands_agents import TemporalAgent
 
     from activities.game_master import GAME_TOOLS
+    from durable_plan.run.events import add_usage, usage_of
     from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
     from durable_plan.temporal.failures import root_message
@@ -59,17 +62,33 @@ class GameMasterOutput:
     """Plan steps whose tool ran, over every plan of the conversation."""
     steps_reused: int = 0
     """Plan steps that kept an earlier plan's result instead of running (a repair)."""
+    conversation_tokens: dict[str, int] | None = None
+    """The conversation's own model calls: input, output and total tokens."""
+    agent_step_tokens: dict[str, int] | None = None
+    """The model calls inside its plans' agent steps."""
 
 
 @workflow.defn
 class GameMasterWorkflow:
+    def __init__(self) -> None:
+        # Announces each plan it starts; the caller follows their steps (client.py).
+        self.stream = WorkflowStream()
+
     @workflow.run
     async def run(self, request: GameMasterInput) -> GameMasterOutput:
+        try:
+            return await self._converse(request)
+        finally:
+            self.stream.detach_pollers()
+            await workflow.wait_condition(workflow.all_handlers_finished)
+
+    async def _converse(self, request: GameMasterInput) -> GameMasterOutput:
         plugin = WorkflowPlanPlugin(
             request.plannable,
             registry=GAME_TOOLS,
             honor_final=request.honor_final,
             approval_required=request.approval_required,
+            plan_stream=self.stream,
         )
         interventions = []
         if request.hitl_allowed_tools is not None:
@@ -114,4 +133,13 @@ class GameMasterWorkflow:
             ),
             steps_run=sum(o.attempts > 0 for r in plugin.results for o in r.ledger),
             steps_reused=sum(o.reused_from is not None for r in plugin.results for o in r.ledger),
+            conversation_tokens=usage_of(dict(result.metrics.accumulated_usage)),
+            agent_step_tokens=_plans_usage(plugin.results),
         )
+
+
+def _plans_usage(results: Any) -> dict[str, int] | None:
+    total: dict[str, int] | None = None
+    for plan in results:
+        total = add_usage(total, plan.usage)
+    return total

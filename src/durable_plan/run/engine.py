@@ -386,6 +386,7 @@ class PlanRun:
             attempts=outcome.attempts,
             error=outcome.error,
             usage=outcome.usage,
+            detail={"reused_from": outcome.reused_from} if outcome.reused_from else None,
         )
 
 

@@ -246,7 +246,16 @@ class EventLedger:
         elif event.kind == "approval_decided":
             line["phase"] = "running"
             line.pop("args_digest", None)
+        elif event.kind == "item_finished":
+            items = line.setdefault("items", {"items": None, "done": 0, "failed": 0})
+            items["items"] = (event.detail or {}).get("of", items["items"])
+            items["done"] += 1
+            items["failed"] += 1 if event.status == "failed" else 0
+        elif event.kind == "agent_round":
+            line["round"] = event.round
         elif event.kind == "step_finished":
+            line.pop("items", None)
+            line.pop("round", None)
             line.update(
                 phase=event.status,
                 duration_ms=event.duration_ms or 0.0,

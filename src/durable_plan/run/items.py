@@ -136,6 +136,7 @@ class ItemRun:
             item=index,
             status="ok" if ok else "failed",
             error=None if ok else str(value),
+            detail={"of": len(self._items)},
         )
 
     def result(self) -> tuple[bool, Any]:

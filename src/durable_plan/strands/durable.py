@@ -32,6 +32,7 @@ from durable_plan.temporal.messages import (
     failure_message,
 )
 from durable_plan.temporal.recovery import Salvage, recover
+from durable_plan.temporal.subscribe import PLANS_TOPIC
 from durable_plan.temporal.ui_summary import plan_details, plan_summary
 from durable_plan.tools.registry import ToolRegistry
 
@@ -110,6 +111,8 @@ async def run_child(
         static_summary=plan_summary(checked),
         static_details=plan_details(checked),
     )
+    if plugin.plan_stream is not None:  # workflow code: a replay announces it again, alike
+        plugin.plan_stream.topic(PLANS_TOPIC).publish({"plan": child_id})
     waiting = asyncio.ensure_future(handle)
     try:
         if desk is not None:

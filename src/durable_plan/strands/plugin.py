@@ -115,6 +115,9 @@ class WorkflowPlanPlugin(Plugin):
         hook_relay_bytes: durably, the most one plan may add to the conversation's history
             for its hooks (requests carry each step's arguments and result); a step past
             it fails, saying so.
+        plan_stream: durably, the conversation workflow's ``WorkflowStream`` (made in its
+            ``__init__``): each plan it starts is announced on the ``plans`` topic, so a
+            caller can follow every plan's steps (``conversation_events``).
     """
 
     name = PLUGIN_NAME
@@ -138,8 +141,10 @@ class WorkflowPlanPlugin(Plugin):
         agent_models: Sequence[str] = (),
         hooked_tools: Sequence[str] | None = None,
         hook_relay_bytes: int = DEFAULT_HOOK_RELAY_BYTES,
+        plan_stream: Any = None,
     ) -> None:
         super().__init__()
+        self.plan_stream = plan_stream
         self.plan_options = durable_plan_options(plan_options)
         """Extra fields of each durable plan's ``PlanInput`` (``store_over_bytes``,
         ``return_stored``, ``keep_stored_results``, ``retry_initial_interval_s``, ...)."""

@@ -27,6 +27,8 @@ from durable_plan.temporal.ids import child_workflow_id
 
 POLL_COOLDOWN = timedelta(milliseconds=50)
 """Between polls when caught up: events of one plan arrive in batches of this much time."""
+PLANS_TOPIC = "plans"
+"""A conversation's topic announcing each plan it starts (``WorkflowPlanPlugin(plan_stream=)``)."""
 CHILD_RETRY_S = 0.1
 """An agent step's child is started a moment after its step_started event."""
 
@@ -123,3 +125,47 @@ async def plan_events(
             task.cancel()
         with contextlib.suppress(BaseException):
             await asyncio.gather(reader, *(t for t, _ in children.values()))
+
+
+async def conversation_events(
+    client: Client, workflow_id: str, *, poll_cooldown: timedelta = POLL_COOLDOWN
+) -> AsyncIterator[PlanEvent]:
+    """The events of every plan a conversation starts, as they happen, until the
+    conversation closes (its workflow hosts a ``WorkflowStream`` given to the plugin as
+    ``plan_stream``); each plan's events are read from its own stream, agent steps'
+    rounds included."""
+    queue: asyncio.Queue[PlanEvent | BaseException | None] = asyncio.Queue()
+    plans: list[asyncio.Task[None]] = []
+
+    async def follow(plan_id: str) -> None:
+        with contextlib.suppress(Exception):  # a plan that cannot be read costs its events
+            handle = client.get_workflow_handle(plan_id)
+            async for event in plan_events(handle, poll_cooldown=poll_cooldown):
+                await queue.put(event)
+
+    async def announcements() -> None:
+        try:
+            stream = WorkflowStreamClient.create(client, workflow_id)
+            async for item in stream.subscribe(
+                [PLANS_TOPIC], result_type=dict, poll_cooldown=poll_cooldown
+            ):
+                plan_id = item.data.get("plan") if isinstance(item.data, dict) else None
+                if isinstance(plan_id, str):
+                    plans.append(asyncio.create_task(follow(plan_id)))
+            await asyncio.gather(*plans)
+            await queue.put(None)
+        except BaseException as exc:
+            await queue.put(exc)
+
+    reader = asyncio.create_task(announcements())
+    try:
+        while (item := await queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        reader.cancel()
+        for task in plans:
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.gather(reader, *plans)

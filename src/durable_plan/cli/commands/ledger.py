@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import shlex
 import sys
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable_plan.cli.commands import EXIT_FAILED, EXIT_OK
 from durable_plan.cli.commands.server import client_command, connect, is_agent_step, plan_handle
+from durable_plan.cli.event_watch import follow_events
 from durable_plan.cli.progress_view import (
     ApprovalHint,
     LiveView,
@@ -69,13 +69,29 @@ async def _show(args: argparse.Namespace) -> int:
     if args.watch and _running(description) and not args.json:
         view = LiveView(console, title=f"plan {args.workflow_id}", hint=hint, appear_after=0)
         waiting = asyncio.ensure_future(_wait(handle))
+
+        async def query() -> list[dict[str, Any]] | None:
+            try:
+                return await handle.progress(rpc_timeout=QUERY_TIMEOUT)
+            except Exception:
+                return None
+
+        # The table starts from the ledger so far, then the stream from its next event.
+        first = await query()
+        if first is not None:
+            view.update(first)
+        watcher = asyncio.ensure_future(follow_events(handle.events(), query, view.update))
         while not waiting.done():
-            # No worker answers now, or a plan that ends while it is queried took its worker
-            # with it (a `run` that served it exits): keep the last view; the next turn
-            # sees the end.
-            with contextlib.suppress(Exception):
-                view.update(await handle.progress(rpc_timeout=QUERY_TIMEOUT))
             await asyncio.wait([waiting], timeout=WATCH_INTERVAL_S)
+            if watcher.done() and watcher.exception() is not None and not waiting.done():
+                # No stream (a worker from before streams): poll. No worker answers now,
+                # or a plan that ends while it is queried took its worker with it (a `run`
+                # that served it exits): keep the last view; the next turn sees the end.
+                lines = await query()
+                if lines is not None:
+                    view.update(lines)
+        if not watcher.done():
+            watcher.cancel()
         view.close()
         description = await handle.handle.describe()
     elif args.watch:

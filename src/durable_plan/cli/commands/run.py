@@ -33,6 +33,7 @@ from durable_plan.cli.commands import (
 from durable_plan.cli.commands.files import _lines
 from durable_plan.cli.commands.ledger import QUERY_TIMEOUT, approval_hint
 from durable_plan.cli.commands.server import client_command, connect
+from durable_plan.cli.event_watch import follow_events
 from durable_plan.cli.plan_file import (
     PlanFile,
     PlanFileError,
@@ -52,6 +53,7 @@ from durable_plan.cli.progress_view import (
     lines_from_run,
     renderable,
 )
+from durable_plan.run.events import PlanEvent
 from durable_plan.server.activity_logs import one_line_activity_failures
 
 if TYPE_CHECKING:
@@ -179,7 +181,7 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
                     return None  # not started yet, or a query that timed out: try again
 
             try:
-                result = await display.follow(handle.result(), lines)
+                result = await display.follow(handle.result(), lines, handle.events())
             except PlanFailed as exc:
                 return display.failed(str(exc), await lines())
     return display.finish(result)
@@ -275,25 +277,37 @@ class Display:
         self,
         work: Awaitable[PlanResult],
         lines: Callable[[], Awaitable[list[dict[str, Any]] | None]],
+        events: AsyncIterator[PlanEvent] | None = None,
     ) -> PlanResult:
-        """Await ``work``, redrawing the ledger every ``POLL_S`` (Ctrl-C stops watching)."""
+        """Await ``work``, redrawing the ledger as ``events`` arrive (Ctrl-C stops
+        watching); without them, or when the stream cannot be read (a worker from before
+        streams), from ``lines`` every ``POLL_S``."""
         task = asyncio.ensure_future(work)
+        watcher = None
+        if events is not None and not self._quiet:
+            watcher = asyncio.ensure_future(follow_events(events, lines, self._show_lines))
         try:
             while not task.done():
                 await asyncio.wait([task], timeout=POLL_S)
                 if task.done() or self._quiet:
                     continue
+                if watcher is not None and not (watcher.done() and watcher.exception()):
+                    continue  # the stream draws
                 current = await lines()
                 if current is not None:
-                    self._announce(current)
-                    self._view.update(current)
+                    self._show_lines(current)
             return task.result()
         except BaseException:
             self._view.close()
             raise
         finally:
-            if not task.done():
-                task.cancel()
+            for pending in (task, watcher):
+                if pending is not None and not pending.done():
+                    pending.cancel()
+
+    def _show_lines(self, lines: list[dict[str, Any]]) -> None:
+        self._announce(lines)
+        self._view.update(lines)
 
     def _announce(self, lines: list[dict[str, Any]]) -> None:
         """Steps (and tool calls inside agent steps) that start waiting for a person, once
