@@ -9,16 +9,22 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.strands_agents import StrandsPlugin
 
+from activities.scripts import DEMO_SCRIPTS, MORALE_PROMPT
 from durable_plan.local import execute_plan
 from durable_plan.run.events import EventQueue, PlanEvent
 from durable_plan.temporal import plan_worker, start_plan
+from durable_plan.temporal.subscribe import conversation_events
 from durable_plan.temporal.tracing import read_spans
+from durable_plan.testing import ScriptedModel
 from durable_plan.tools.registry import ToolRegistry
 from tests.crash_tools import crash_plan, crash_registry
 from tests.crash_worker import SPANS_ENV
 from tests.test_crash import STEPS, wait_for_kill_point
 from tests.worker_processes import kill_and_replace, worker_processes
+from worker import build_worker
+from workflows.game_master import GameMasterInput, GameMasterWorkflow
 
 
 async def add(a: int, b: int) -> dict[str, int]:
@@ -175,3 +181,121 @@ async def test_a_worker_killed_mid_plan_publishes_nothing_twice(
     assert runs and all(
         starts.get(r["parent_id"], {}).get("parent_id") in step_ids for r in runs
     ), [(r["name"], r["parent_id"]) for r in runs]
+
+
+# -- a conversation's plans, followed by its caller ---------------------------------------
+
+
+async def test_a_conversation_caller_sees_its_plans_steps_and_what_they_cost(
+    temporal_target: str, task_queue: str
+) -> None:
+    """The game master's conversation announces its plan; the caller follows the plan's
+    steps, the agent step's rounds included, before the answer; the answer carries the
+    tokens of the conversation and of the agent step."""
+    model = {"scripted": lambda: ScriptedModel(scripts=DEMO_SCRIPTS)}
+    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=model)])
+    seen: list[PlanEvent] = []
+    async with build_worker(client, task_queue):
+        handle = await client.start_workflow(
+            GameMasterWorkflow.run,
+            GameMasterInput(prompt=MORALE_PROMPT),
+            id=f"gm-events-{task_queue}",
+            task_queue=task_queue,
+        )
+
+        async def follow() -> None:
+            async for event in conversation_events(client, handle.id):
+                seen.append(event)
+
+        follower = asyncio.create_task(follow())
+        output = await handle.result()
+        await asyncio.wait_for(follower, 20)
+    finished = [e.step for e in seen if e.kind == "step_finished"]
+    assert "morale" in finished and seen[-1].kind == "plan_finished"
+    rounds = [e for e in seen if e.kind == "agent_round" and e.step == "morale"]
+    assert [e.round for e in rounds] == list(range(1, len(rounds) + 1)) and rounds
+    assert all(e.usage and e.usage["total"] > 0 for e in rounds)
+    assert {e.plan for e in seen} == {f"{handle.id}/plan/{seen[0].plan.rsplit('/', 1)[-1]}"}
+    morale = next(e for e in seen if e.kind == "step_finished" and e.step == "morale")
+    assert morale.usage == {
+        k: sum(e.usage[k] for e in rounds if e.usage) for k in ("input", "output", "total")
+    }
+    assert output.agent_step_tokens == morale.usage
+    assert output.conversation_tokens and output.conversation_tokens["total"] > 0
+
+
+# -- spans and metrics in-process: the same sink the workflows use --------------------------
+
+
+async def test_in_process_spans_and_metrics_from_the_events() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from durable_plan.run.telemetry import TelemetrySink
+
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    sink = TelemetrySink(tracer_provider.get_tracer("test"), meter)
+    result = await execute_plan(PLAN, registry(), on_event=sink, plan_id="p-spans")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"plan", "step a", "step b", "step m", "step c"}
+    plan = spans["plan"]
+    assert plan.attributes is not None and plan.attributes["durable_plan.plan.id"] == "p-spans"
+    assert plan.status.status_code.name == "ERROR"
+    for name in ("step a", "step b", "step m", "step c"):
+        span = spans[name]
+        assert span.parent is not None and span.parent.span_id == plan.context.span_id
+        assert span.attributes is not None and span.attributes["durable_plan.tool"]
+    c = spans["step c"]
+    assert c.status.status_code.name == "ERROR" and "no" in (c.status.description or "")
+    assert [e.name for e in c.events] == ["exception"]
+    assert [e.attributes["index"] for e in spans["step m"].events if e.attributes] == [0, 1, 2]
+    assert any(e.name == "step d skipped" for e in plan.events), "a skipped step marks the plan"
+    assert not result.ok
+
+    data = reader.get_metrics_data()
+    assert data is not None
+    points: dict[str, list[Any]] = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                points[metric.name] = list(metric.data.data_points)
+    started = {p.attributes["tool"]: p.value for p in points["durable_plan.steps.started"]}
+    assert started == {"add": 2, "map": 1, "fail": 1}
+    assert [p.value for p in points["durable_plan.steps.failed"]] == [1]
+    assert [p.value for p in points["durable_plan.plans.in_flight"]] == [0]
+    assert sum(p.count for p in points["durable_plan.step.duration"]) == 4
+
+
+async def test_the_cli_table_follows_the_events_to_the_final_ledger() -> None:
+    """``show --watch`` and ``run`` draw each event's ledger (``follow_events``): the last
+    drawing is the plan's ledger."""
+    from durable_plan.cli.event_watch import follow_events
+
+    drawn: list[list[dict[str, Any]]] = []
+
+    async def no_query() -> None:
+        return None
+
+    queue = EventQueue()
+    plan = asyncio.ensure_future(execute_plan(PLAN, registry(), on_event=queue))
+    await follow_events(aiter(queue), no_query, drawn.append)
+    result = await plan
+    last = {line["id"]: line["phase"] for line in drawn[-1]}
+    assert last == {o.id: o.status for o in result.ledger}
+    assert any(line["phase"] == "running" for lines in drawn for line in lines)
+
+
+async def test_a_plan_without_events_publishes_none(client: Client, task_queue: str) -> None:
+    async with plan_worker(client, task_queue=task_queue, registry=registry()):
+        handle = await start_plan(
+            client, PLAN, task_queue=task_queue, registry=registry(), stream_events=False
+        )
+        await handle.result()
+        assert [e async for e in handle.events()] == []
