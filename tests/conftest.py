@@ -112,6 +112,7 @@ SLOW_TESTS = {
     # Crash: a worker subprocess SIGKILLed mid-conversation.
     "tests/test_reuse.py::test_memory_survives_a_worker_kill_between_plans": "crash",
     "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",
+    "tests/test_events.py::test_a_worker_killed_mid_plan_publishes_nothing_twice": "crash",
 }
 """Tests (or whole modules) that run Python subprocesses; ``::name`` matches a prefix."""
 
@@ -136,6 +137,7 @@ LONG_POLES = {
     "tests/test_crash.py::test_a_step_interrupted_by_three_kills": 10,
     "tests/test_crash.py::test_kill_worker_mid_agent_loop": 10,
     "tests/test_crash.py::test_kill_worker_mid_step": 10,
+    "tests/test_events.py::test_a_worker_killed_mid_plan_publishes_nothing_twice": 10,
     "tests/test_crash.py::test_failover_the_other_worker_finishes_every_plan": 10,
     "tests/test_fuzz.py::test_execute_plan_returns_json_or_rejects_without_invoking": 9,
     "tests/test_fuzz.py::test_check_plan_returns_or_rejects": 7,
