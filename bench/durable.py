@@ -56,7 +56,8 @@ SLOW_S = 0.25
 MODES = ("in-process", "activity", "local")
 DURABLE_MODES = ("activity", "local")
 BARE_MODES = ("bare-activity", "bare-local")  # section 1 only
-CHAIN_MODES = (*MODES, *BARE_MODES)
+EVENT_MODES = ("act-no-events", "act-watched")  # section 5: events off / read as they come
+CHAIN_MODES = (*MODES, *BARE_MODES, *EVENT_MODES)
 BARE_OF = {"activity": "bare-activity", "local": "bare-local"}
 
 # Worker options passed explicitly. sticky_queue_schedule_to_start_timeout is the SDK
@@ -115,6 +116,8 @@ REGISTRY = ToolRegistry()
 for _tool in (tick, slow, slow_sum, numbers, tenth):
     REGISTRY.add(_tool, allow_local=True)  # the "local" mode asks for local steps
 TARGET_MAP_RATIO = 1.5
+TARGET_EVENTS_MS = 0.5
+"""Per step: what publishing the step events costs, on against off (issue 25)."""
 MAP_ITEM_S = 0.1
 MAP_ITEMS = 100
 MAP_CONCURRENCY = 10
@@ -207,6 +210,8 @@ class Bench:
     client: Client
     task_queue: str
     warnings: list[str] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+    """Per event a subscriber read: received (wall clock) - the workflow task's time."""
 
     async def run(self, plan: dict[str, Any], mode: str) -> Trial:
         t_start = time.time()
@@ -231,12 +236,22 @@ class Bench:
                 task_queue=self.task_queue,
                 registry=REGISTRY,
                 retry_initial_interval_s=0.1,
+                stream_events=mode != "act-no-events",
             )
+            watching = None
+            if mode == "act-watched":
+                watching = asyncio.ensure_future(self._watch(handle))
             result = await handle.result()
+            if watching is not None:
+                await watching
             workflow_id = handle.id
         wall_ms = (time.perf_counter() - started) * 1000.0
         self._check(result, mode)
         return Trial(mode, wall_ms, workflow_id, t_start, time.time())
+
+    async def _watch(self, handle: Any) -> None:
+        async for event in handle.events(follow_agent_steps=False):
+            self.latencies_ms.append((time.time() - event.at) * 1000.0)
 
     def _check(self, result: PlanResult, mode: str) -> None:
         if not result.ok and len(self.warnings) < 5:
@@ -563,6 +578,25 @@ async def main_async(args: argparse.Namespace) -> None:
         f"concurrency {MAP_CONCURRENCY}, durable/in-process: {map_ratio:.3f} "
         f"(target < {TARGET_MAP_RATIO})"
     )
+    print("\n5. Step events (Workflow Streams): chains of instant tools, regular activities")
+    erows: list[list[object]] = []
+    for mode in ("act-no-events", "activity", "act-watched"):
+        slope, icpt = fits[mode]
+        erows.append([mode, slope, icpt, slope - fits["act-no-events"][0]])
+    table(["mode", "slope/step", "intercept", "vs no events"], erows)
+    print(
+        "   activity = events published, nobody reading (the default); act-watched = a "
+        "subscriber reads them as they come (PlanHandle.events)"
+    )
+    lat = bench.latencies_ms
+    print(
+        f"   event latency, workflow task -> subscriber: median {med(lat):.1f} ms, "
+        f"p90 {p90(lat):.1f} ms over {len(lat)} events"
+    )
+    for mode in ("activity", "act-watched"):
+        cost = fits[mode][0] - fits["act-no-events"][0]
+        verdict = _verdict(f"events, {mode}: added per step", cost, TARGET_EVENTS_MS, "ms")
+        print(f"{verdict[3]}  {verdict[0]}: {verdict[1]} (target {verdict[2]})")
     print(f"\n{WORKER_OPTIONS_NOTE}")
 
 

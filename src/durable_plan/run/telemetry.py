@@ -15,7 +15,7 @@ state a replay could double.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -67,14 +67,32 @@ def instruments_for(meter: metrics.Meter) -> Instruments:
 
 
 class TelemetrySink:
-    """An event sink (``Emitter``) that records spans and metrics."""
+    """An event sink (``Emitter``) that records spans and metrics.
 
-    def __init__(self, tracer: trace.Tracer, meter: metrics.Meter | None) -> None:
+    ``clock`` gives span times in nanoseconds; None: the events' own times (in-process,
+    the wall clock when they happened). Durably an event's time is the workflow task's,
+    which is right for the event and early for a span, so workflows pass the wall clock
+    (the workflow's time while replaying, as the SDK's replay-safe tracer does): span
+    times are telemetry, never workflow state."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        meter: metrics.Meter | None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._origin = clock() if clock is not None else None
+        """Durably, when this workflow began: an agent step's child has no step_started, so
+        its first round starts here."""
         self._tracer = tracer
         self._metrics = instruments_for(meter) if meter is not None else None
         self._plan: Span | None = None
         self._steps: dict[str, Span] = {}
-        self._mark: dict[str, float] = {}  # agent step -> when its last round or call ended
+        self._mark: dict[str, int] = {}  # agent step -> when its last round or call ended (ns)
+
+    def _time(self, event: PlanEvent) -> int:
+        return self._clock() if self._clock is not None else _ns(event.at)
 
     def __call__(self, event: PlanEvent) -> None:
         handler = getattr(self, f"_on_{event.kind}", None)
@@ -98,7 +116,7 @@ class TelemetrySink:
         steps = (event.detail or {}).get("steps", [])
         self._plan = self._tracer.start_span(
             "plan",
-            start_time=_ns(event.at),
+            start_time=self._time(event),
             attributes={"durable_plan.plan.id": event.plan, "durable_plan.plan.steps": len(steps)},
         )
         if self._metrics is not None:
@@ -109,14 +127,16 @@ class TelemetrySink:
             self._plan.add_event(
                 "plan_exited",
                 {"durable_plan.step.id": event.step or "", "status": event.status or ""},
-                timestamp=_ns(event.at),
+                timestamp=self._time(event),
             )
 
     def _on_plan_finished(self, event: PlanEvent) -> None:
         span = self._plan
         if span is None:  # a plan rejected before it started: one span that says why
             span = self._tracer.start_span(
-                "plan", start_time=_ns(event.at), attributes={"durable_plan.plan.id": event.plan}
+                "plan",
+                start_time=self._time(event),
+                attributes={"durable_plan.plan.id": event.plan},
             )
         elif self._metrics is not None:
             self._metrics.in_flight.add(-1)
@@ -124,7 +144,7 @@ class TelemetrySink:
         _set_usage(span, event.usage)
         if event.status != "ok":
             span.set_status(Status(StatusCode.ERROR, event.error or "a step failed"))
-        span.end(end_time=_ns(event.at))
+        span.end(end_time=self._time(event))
         self._plan = None
 
     # -- steps ------------------------------------------------------------------------
@@ -135,7 +155,7 @@ class TelemetrySink:
         self._steps[step] = self._tracer.start_span(
             f"step {step}",
             context=parent,
-            start_time=_ns(event.at),
+            start_time=self._time(event),
             attributes={
                 "durable_plan.plan.id": event.plan,
                 "durable_plan.step.id": step,
@@ -143,7 +163,7 @@ class TelemetrySink:
                 "durable_plan.level": event.level or 0,
             },
         )
-        self._mark[step] = event.at
+        self._mark[step] = self._time(event)
         if self._metrics is not None:
             self._metrics.started.add(1, {"tool": event.tool or ""})
 
@@ -159,7 +179,7 @@ class TelemetrySink:
                 self._plan.add_event(
                     f"step {event.step} {event.status}",
                     {"durable_plan.step.id": event.step or "", "reason": event.error or ""},
-                    timestamp=_ns(event.at),
+                    timestamp=self._time(event),
                 )
             return
         span.set_attributes(
@@ -171,8 +191,8 @@ class TelemetrySink:
         )
         _set_usage(span, event.usage)
         if event.status == "failed":
-            _record_error(span, event.error or "failed", event.at)
-        span.end(end_time=_ns(event.at))
+            _record_error(span, event.error or "failed", self._time(event))
+        span.end(end_time=self._time(event))
 
     def _on_item_finished(self, event: PlanEvent) -> None:
         span = self._steps.get(event.step or "")
@@ -180,7 +200,7 @@ class TelemetrySink:
             attributes: dict[str, Any] = {"index": event.item or 0, "status": event.status or ""}
             if event.error:
                 attributes["error"] = event.error
-            span.add_event("item_finished", attributes, timestamp=_ns(event.at))
+            span.add_event("item_finished", attributes, timestamp=self._time(event))
 
     def _on_awaiting_approval(self, event: PlanEvent) -> None:
         self._step_mark(event, "awaiting_approval")
@@ -192,18 +212,18 @@ class TelemetrySink:
         span = self._steps.get((event.step or "").split("[", 1)[0])
         if span is not None:
             span.add_event(
-                name, {"call": event.step or "", "status": event.status or ""}, _ns(event.at)
+                name, {"call": event.step or "", "status": event.status or ""}, self._time(event)
             )
 
     # -- agent steps --------------------------------------------------------------------
 
     def _on_agent_round(self, event: PlanEvent) -> None:
         step = event.step or ""
-        started = self._mark.get(step, event.at)
+        now = self._time(event)
         span = self._tracer.start_span(
             f"agent round {event.round}",
             context=self._context_of(step),
-            start_time=_ns(started),
+            start_time=self._mark.get(step, self._origin or now),
             attributes={
                 "durable_plan.plan.id": event.plan,
                 "durable_plan.step.id": step,
@@ -212,9 +232,9 @@ class TelemetrySink:
         )
         _set_usage(span, event.usage)
         if event.status == "failed":
-            _record_error(span, event.error or "the model call failed", event.at)
-        span.end(end_time=_ns(event.at))
-        self._mark[step] = event.at
+            _record_error(span, event.error or "the model call failed", now)
+        span.end(end_time=now)
+        self._mark[step] = now
         if self._metrics is not None:
             self._metrics.rounds.add(1)
             for direction in ("input", "output"):
@@ -224,11 +244,11 @@ class TelemetrySink:
 
     def _on_agent_tool_call(self, event: PlanEvent) -> None:
         step = event.step or ""
-        started = self._mark.get(step, event.at)
+        now = self._time(event)
         span = self._tracer.start_span(
             f"tool call {event.tool}",
             context=self._context_of(step),
-            start_time=_ns(started),
+            start_time=self._mark.get(step, self._origin or now),
             attributes={
                 "durable_plan.plan.id": event.plan,
                 "durable_plan.step.id": step,
@@ -239,8 +259,8 @@ class TelemetrySink:
         )
         if event.status == "failed":
             span.set_status(Status(StatusCode.ERROR, "the tool call failed"))
-        span.end(end_time=_ns(event.at))
-        self._mark[step] = event.at
+        span.end(end_time=now)
+        self._mark[step] = now
 
     def _context_of(self, step: str) -> Any:
         """Under the step's span in-process; durably the agent step's child workflow has
@@ -254,7 +274,7 @@ def _set_usage(span: Span, usage: dict[str, int] | None) -> None:
         span.set_attribute(f"durable_plan.tokens.{key}", value)
 
 
-def _record_error(span: Span, error: str, at: float) -> None:
+def _record_error(span: Span, error: str, at: int) -> None:
     """The error on the span as OpenTelemetry's exception event, without an exception
     object (a replay-safe span skips its end after ``record_exception`` of anything but
     a Temporal failure)."""
@@ -262,7 +282,7 @@ def _record_error(span: Span, error: str, at: float) -> None:
     span.add_event(
         "exception",
         {"exception.type": "StepFailed", "exception.message": error},
-        timestamp=_ns(at),
+        timestamp=at,
     )
 
 

@@ -11,6 +11,8 @@ spans of a replayed task are the same spans. ``durable_plan.telemetry`` sets thi
 
 from __future__ import annotations
 
+import time
+
 from opentelemetry import metrics, trace
 from temporalio import workflow
 
@@ -27,7 +29,18 @@ def workflow_telemetry() -> TelemetrySink | None:
     tracer_provider = trace.get_tracer_provider()
     if not isinstance(tracer_provider, ReplaySafeTracerProvider):
         return None
-    return TelemetrySink(tracer_provider.get_tracer(INSTRUMENTATION), _replay_safe_meter())
+    return TelemetrySink(
+        tracer_provider.get_tracer(INSTRUMENTATION), _replay_safe_meter(), clock=span_clock
+    )
+
+
+def span_clock() -> int:
+    """Span times: the wall clock live, the workflow's time while replaying (the spans a
+    replay starts end live later; those it ends are never exported). Telemetry only: no
+    workflow decision reads it."""
+    if workflow.unsafe.is_replaying_history_events():
+        return workflow.time_ns()
+    return time.time_ns()
 
 
 def _replay_safe_meter() -> metrics.Meter | None:
