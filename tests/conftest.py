@@ -88,6 +88,7 @@ SLOW_TESTS = {
     "tests/test_readme_examples.py::test_in_your_workflow_runs": "examples, on the server",
     "tests/test_readme_examples.py::test_plans_without_agent_runs": "",
     "tests/test_readme_examples.py::test_large_results_runs": "",
+    "tests/test_readme_examples.py::test_watch_a_plan_runs": "",
     "tests/test_readme_examples.py::test_issue_agent_runs_a_plan_over_an_mcp_server": "",
     "tests/test_newcomer.py::test_a_missing_namespace_is_one_line": "worker.py",
     "tests/test_newcomer.py::test_an_unknown_prompt_prints_its_root_cause": "client.py",

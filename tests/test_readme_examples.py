@@ -39,6 +39,7 @@ def test_every_python_block_is_a_file_the_tests_run() -> None:
         "examples/issue_agent_workflow.py",
         "examples/issue_agent.py",
         "examples/encrypted_plans.py",
+        "examples/watch_a_plan.py",
     }
 
 
@@ -114,3 +115,11 @@ def test_issue_agent_runs_a_plan_over_an_mcp_server(temporal_target: str) -> Non
     out = _run_example("issue_agent.py", temporal_target)
     expected = '{"label": {"number": 7, "labels": ["bug", "monsters"]}}'
     assert out.splitlines() == [f"in-process: {expected}", f"durable: {expected}"], out
+
+
+def test_watch_a_plan_runs(temporal_target: str) -> None:
+    out = _run_example("watch_a_plan.py", temporal_target)
+    assert "in-process: step_finished damage ok" in out
+    assert "durable: 6 damage ok" in out
+    assert "resumed at 3: True" in out
+    assert "spans: ['plan', 'step attack', 'step damage', 'step lookup']" in out
