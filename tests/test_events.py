@@ -73,6 +73,14 @@ def shape(events: list[PlanEvent]) -> dict[str | None, list[tuple[Any, ...]]]:
     by_step: dict[str | None, list[tuple[Any, ...]]] = {}
     for e in events:
         by_step.setdefault(e.step, []).append((e.kind, e.tool, e.status, e.item, e.error))
+    for lines in by_step.values():
+        # Items run at once and may end in either order: between their step's start and
+        # finish, in any order.
+        items = sorted(line for line in lines if line[0] == "item_finished")
+        if items:
+            first = next(n for n, line in enumerate(lines) if line[0] == "item_finished")
+            rest = [line for line in lines if line[0] != "item_finished"]
+            lines[:] = rest[:first] + items + rest[first:]
     return by_step
 
 
