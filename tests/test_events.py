@@ -277,7 +277,9 @@ async def test_in_process_spans_and_metrics_from_the_events() -> None:
     started = {p.attributes["tool"]: p.value for p in points["durable_plan.steps.started"]}
     assert started == {"add": 2, "map": 1, "fail": 1}
     assert [p.value for p in points["durable_plan.steps.failed"]] == [1]
-    assert [p.value for p in points["durable_plan.plans.in_flight"]] == [0]
+    assert [p.value for p in points["durable_plan.plans.started"]] == [1]
+    finished = {p.attributes["status"]: p.value for p in points["durable_plan.plans.finished"]}
+    assert finished == {"failed": 1}
     assert sum(p.count for p in points["durable_plan.step.duration"]) == 4
 
 
@@ -307,3 +309,66 @@ async def test_a_plan_without_events_publishes_none(client: Client, task_queue: 
         )
         await handle.result()
         assert [e async for e in handle.events()] == []
+
+
+async def test_a_plan_that_ends_as_a_whole_says_so_once_in_both_runners(
+    client: Client, task_queue: str
+) -> None:
+    """Cancelled mid-step: plan_finished(cancelled) in-process and durably, the running
+    step's span ended with it; a rejected plan: plan_finished(rejected), nothing started."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from durable_plan.language.errors import PlanRejected
+    from durable_plan.run.telemetry import TelemetrySink
+
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "add", "args": {"a": 1, "b": 1}},
+            {"id": "b", "tool": "nap", "args": {"seconds": 2}, "after": ["a"]},
+        ]
+    }
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = TelemetrySink(provider.get_tracer("test"), None)
+    local: list[PlanEvent] = []
+
+    def both(event: PlanEvent) -> None:
+        local.append(event)
+        sink(event)
+
+    running = asyncio.ensure_future(execute_plan(plan, registry(), on_event=both))
+    while not any(e.kind == "step_started" and e.step == "b" for e in local):
+        await asyncio.sleep(0.01)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert [(e.kind, e.status) for e in local if e.kind == "plan_finished"] == [
+        ("plan_finished", "cancelled")
+    ]
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"plan", "step a", "step b"}, "no span left open"
+    assert spans["step b"].status.status_code.name == "ERROR"
+
+    rejected: list[PlanEvent] = []
+    with pytest.raises(PlanRejected):
+        await execute_plan(
+            {"steps": [{"id": "x", "tool": "nope"}]}, registry(), on_event=rejected.append
+        )
+    assert [(e.kind, e.status) for e in rejected] == [("plan_finished", "rejected")]
+
+    async with plan_worker(client, task_queue=task_queue, registry=registry()):
+        handle = await start_plan(client, plan, task_queue=task_queue, registry=registry())
+        seen: list[PlanEvent] = []
+
+        async def follow() -> None:
+            async for event in handle.events():
+                seen.append(event)
+                if event.kind == "step_started" and event.step == "b":
+                    await handle.handle.cancel()
+
+        await asyncio.wait_for(follow(), 30)
+    ends = [(e.kind, e.status) for e in seen if e.kind == "plan_finished"]
+    assert ends == [("plan_finished", "cancelled")], seen

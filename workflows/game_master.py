@@ -37,6 +37,10 @@ SYSTEM_PROMPT = (
 )
 
 
+STREAM_CLOSE_PATCH = "stream-close"
+"""Conversations that wait for their stream's subscribers before completing."""
+
+
 @dataclass
 class GameMasterInput:
     prompt: str
@@ -80,7 +84,10 @@ class GameMasterWorkflow:
             return await self._converse(request)
         finally:
             self.stream.detach_pollers()
-            await workflow.wait_condition(workflow.all_handlers_finished)
+            # Conversations recorded before streams completed without waiting (their
+            # legacy relay's handlers could still be running): they replay as they ran.
+            if workflow.patched(STREAM_CLOSE_PATCH):
+                await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _converse(self, request: GameMasterInput) -> GameMasterOutput:
         plugin = WorkflowPlanPlugin(

@@ -9,9 +9,16 @@ from these classes, so the descriptions below are written for the model.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 DEFAULT_MAX_STEPS = 32
@@ -102,6 +109,10 @@ class StepOutcome(_Frozen):
     usage: dict[str, int] | None = None
     """An agent step's model tokens: ``input``, ``output``, ``total``."""
 
+    @model_serializer(mode="wrap")
+    def _without_empty_usage(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_empty_usage(handler(self))
+
 
 class PlanResult(_Frozen):
     """What a plan run gives back: returned results plus a ledger of every step."""
@@ -115,6 +126,10 @@ class PlanResult(_Frozen):
     """Set when an ``exit`` step ended the plan: its step, status, message and output."""
     usage: dict[str, int] | None = None
     """The model tokens of the plan's agent steps (None when it has none)."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_usage(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _drop_empty_usage(handler(self))
 
     @property
     def ok(self) -> bool:
@@ -150,3 +165,11 @@ class PlanResult(_Frozen):
 def plan_field_names() -> dict[str, list[str]]:
     """Field names per model, for 'did you mean' hints on misspelled fields."""
     return {"plan": list(Plan.model_fields), "step": list(Step.model_fields)}
+
+
+def _drop_empty_usage(data: Any) -> Any:
+    """No ``usage`` key without tokens: results stay as they were for plans without agent
+    steps (and readable by a worker of the version before, whose models forbid the key)."""
+    if isinstance(data, dict) and data.get("usage") is None:
+        data.pop("usage", None)
+    return data

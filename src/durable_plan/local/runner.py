@@ -16,7 +16,7 @@ from typing import Any
 
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.control_steps import LOOPS
-from durable_plan.language.errors import StepError, describe_exception
+from durable_plan.language.errors import PlanRejected, StepError, describe_exception
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.calls import Invoker, StepCall
 from durable_plan.run.engine import PlanRun
@@ -65,7 +65,11 @@ async def execute_plan(
         invoker = agent_steps(
             registry.invoke, registry, plannable, models=models, default_model=model
         )
-    checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
+    try:
+        checked = check_plan(plan, catalog=catalog, max_steps=max_steps)
+    except PlanRejected as exc:
+        local_events(on_event, plan_id).emit("plan_finished", status="rejected", error=str(exc))
+        raise
     return await run_checked(
         checked,
         invoker,
@@ -123,6 +127,13 @@ async def run_checked(
                 else:
                     run.record_failure(call.step_id, value, duration_ms=duration_ms)
             start(run.next_calls())
+    except BaseException as exc:
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        run.abandon(
+            "cancelled" if cancelled else "failed",
+            "the plan was cancelled" if cancelled else describe_exception(exc),
+        )
+        raise
     finally:
         for task in tasks:
             task.cancel()
@@ -130,7 +141,7 @@ async def run_checked(
             await asyncio.gather(*tasks, return_exceptions=True)
     if recall is not None:
         recall.learned = run.remembered()
-    return run.result()
+    return run.finish()
 
 
 def local_events(on_event: EventSink | None, plan_id: str | None) -> Emitter:

@@ -206,15 +206,28 @@ class PlanRun:
             exited=exited,
             usage=self.usage(),
         )
+        return result
+
+    def finish(self) -> PlanResult:
+        """The final result, announced: ``plan_finished`` goes out once, when the runner
+        is done with the plan (durably after its stored results were read back)."""
+        result = self.result()
         if not self._finished_emitted:
             self._finished_emitted = True
             self.events.emit(
                 "plan_finished",
                 status="ok" if result.ok else "failed",
                 usage=result.usage,
-                detail={"final": final, "steps": _counts(ledger)},
+                detail={"final": result.final, "steps": _counts(result.ledger)},
             )
         return result
+
+    def abandon(self, status: str, error: str) -> None:
+        """The plan ended as a whole (cancelled, failed outside its steps): say so once,
+        whichever runner it was."""
+        if not self._finished_emitted:
+            self._finished_emitted = True
+            self.events.emit("plan_finished", status=status, error=error, usage=self.usage())
 
     def usage(self) -> dict[str, int] | None:
         """The model tokens of this plan's agent steps so far (None: it has none)."""

@@ -7,8 +7,9 @@ in-process to a callback or an ``EventQueue``; spans and metrics are made from t
 events (``telemetry.py``), so what a trace shows and what a subscriber sees cannot drift.
 
 An event is small and bounded whatever the plan does: no arguments or results, error
-texts cut to ``MAX_EVENT_ERROR_CHARS``, and at most ``MAX_ITEM_EVENTS`` item events per
-plan (later items are counted in their step's ``step_finished`` only). Nothing here reads
+texts cut to ``MAX_EVENT_ERROR_CHARS`` and every other text (a tool name a model made up)
+to ``MAX_EVENT_TEXT_CHARS``, and at most ``MAX_ITEM_EVENTS`` item events per plan (later
+items have no events of their own; their step's result counts them). Nothing here reads
 a clock: the runner passes ``now`` (durably ``workflow.now()``, so a replay rebuilds the
 same events and publishes nothing twice).
 """
@@ -38,6 +39,7 @@ EventKind = Literal[
 ]
 EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
 MAX_EVENT_ERROR_CHARS = 500
+MAX_EVENT_TEXT_CHARS = 200
 MAX_ITEM_EVENTS = 1_000
 """Per plan: a map of a thousand items under a reduce of a thousand must not put two
 thousand events into every subscriber's poll results (and the history they land in)."""
@@ -127,9 +129,6 @@ class Emitter:
     def active(self) -> bool:
         return bool(self._sinks)
 
-    def add(self, sink: EventSink) -> None:
-        self._sinks.append(sink)
-
     def emit(self, kind: EventKind, **values: Any) -> None:
         if not self._sinks:
             return
@@ -138,9 +137,10 @@ class Emitter:
                 self.items_dropped += 1
                 return
             self._items += 1
-        error = values.get("error")
-        if isinstance(error, str):
-            values["error"] = truncate_text(error, MAX_EVENT_ERROR_CHARS)
+        for key, value in values.items():
+            if isinstance(value, str):
+                limit = MAX_EVENT_ERROR_CHARS if key == "error" else MAX_EVENT_TEXT_CHARS
+                values[key] = truncate_text(value, limit)
         event = PlanEvent(kind=kind, plan=self.plan_id, at=self._now(), **values)
         for sink in self._sinks:
             sink(event)

@@ -127,17 +127,9 @@ class ItemRun:
             self._slots[index] = value
             if self._reduce:
                 self._accumulator = value
+            self._finished(index, None)
         else:
             self._fail(index, str(value))
-        self._plan.events.emit(
-            "item_finished",
-            step=self._cs.id,
-            tool=call.tool,
-            item=index,
-            status="ok" if ok else "failed",
-            error=None if ok else str(value),
-            detail={"of": len(self._items)},
-        )
 
     def result(self) -> tuple[bool, Any]:
         """(True, the step's result) or (False, the error naming the failed item)."""
@@ -191,7 +183,20 @@ class ItemRun:
             local=False,
         )
 
+    def _finished(self, index: int, error: str | None) -> None:
+        """The item's event: it ended ok, or failed (its call, or its binding)."""
+        self._plan.events.emit(
+            "item_finished",
+            step=self._cs.id,
+            tool=self._body.tool,
+            item=index,
+            status="ok" if error is None else "failed",
+            error=error,
+            detail={"of": len(self._items)},
+        )
+
     def _fail(self, index: int, error: str) -> None:
+        self._finished(index, error)
         self._failed += 1
         self._slots[index] = {"error": error}
         if self._first_failure is None:

@@ -3,7 +3,7 @@
 The events (``events.py``) are the one record of what a plan did; this sink turns them
 into OpenTelemetry spans (a plan span, a span per step that ran, a span per agent round
 and tool call, with the plan id, step id, tool, level, attempts and status as attributes
-and errors on the span) and metrics (plans in flight, steps started and failed by tool,
+and errors on the span) and metrics (plans started and finished, steps started and failed by tool,
 step durations, agent rounds, model tokens). Span times are the events' times, so an
 in-process plan and a durable one give the same trace shape.
 
@@ -35,8 +35,13 @@ class Instruments:
     """The metrics of plans, created once per meter."""
 
     def __init__(self, meter: metrics.Meter) -> None:
-        self.in_flight = meter.create_up_down_counter(
-            "durable_plan.plans.in_flight", description="Plans started and not finished"
+        # Plans in flight = started - finished, in the metrics backend: an up-down counter
+        # would be wrong per worker (a plan started on one worker ends on another).
+        self.plans_started = meter.create_counter(
+            "durable_plan.plans.started", description="Plans started"
+        )
+        self.plans_finished = meter.create_counter(
+            "durable_plan.plans.finished", description="Plans finished, by status"
         )
         self.started = meter.create_counter(
             "durable_plan.steps.started", description="Steps started, by tool"
@@ -107,7 +112,11 @@ class TelemetrySink:
         if span is None:
             yield
             return
-        with trace.use_span(span, end_on_exit=False):
+        # No exception recorded here: a replay-safe span that recorded one that is not a
+        # Temporal failure (a cancellation) would skip its end.
+        with trace.use_span(
+            span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+        ):
             yield
 
     # -- the plan ---------------------------------------------------------------------
@@ -120,7 +129,7 @@ class TelemetrySink:
             attributes={"durable_plan.plan.id": event.plan, "durable_plan.plan.steps": len(steps)},
         )
         if self._metrics is not None:
-            self._metrics.in_flight.add(1)
+            self._metrics.plans_started.add(1)
 
     def _on_plan_exited(self, event: PlanEvent) -> None:
         if self._plan is not None:
@@ -138,8 +147,14 @@ class TelemetrySink:
                 start_time=self._time(event),
                 attributes={"durable_plan.plan.id": event.plan},
             )
-        elif self._metrics is not None:
-            self._metrics.in_flight.add(-1)
+        if self._metrics is not None:
+            self._metrics.plans_finished.add(1, {"status": event.status or ""})
+        # A plan that ended as a whole (cancelled, failed) leaves steps running: their
+        # spans end with it, so none is left open (and never exported).
+        for step, open_span in list(self._steps.items()):
+            open_span.set_status(Status(StatusCode.ERROR, f"the plan ended: {event.status}"))
+            open_span.end(end_time=self._time(event))
+            del self._steps[step]
         span.set_attribute("durable_plan.plan.status", event.status or "")
         _set_usage(span, event.usage)
         if event.status != "ok":
@@ -265,7 +280,7 @@ class TelemetrySink:
     def _context_of(self, step: str) -> Any:
         """Under the step's span in-process; durably the agent step's child workflow has
         no step span of its own and its context is the one the plan gave the child."""
-        span = self._steps.get(step)
+        span = self._steps.get(step.split("[", 1)[0])  # an item's agent step: its map's
         return trace.set_span_in_context(span) if span is not None else None
 
 

@@ -38,7 +38,8 @@ def tracing_plugin(
 ) -> OpenTelemetryPlugin:
     """Set the replay-safe tracer provider with ``exporters``; the plugin to connect with.
 
-    ``batch=False`` exports each span as it ends (tests; a crash loses nothing ended).
+    ``batch=False`` exports each span as it ends, inside the workflow task that ends it:
+    for file exporters and tests only (a network exporter there would block the task).
     ``temporal_spans``: the SDK's own spans too (StartActivity, RunActivity...), under
     the plan's step spans."""
     provider = create_tracer_provider(resource=Resource.create({"service.name": service_name}))

@@ -224,13 +224,17 @@ class PlanWorkflow(ApprovalHandlers):
                 task_queue=request.task_queue,
                 chain=calls.store_chain(),
             )
-        return bounded_payload(run, request, resolved)
+        payload = bounded_payload(run, request, resolved)
+        run.finish()  # plan_finished, now that nothing of the plan is left to do
+        return payload
 
     def _ended(self, status: str, error: str) -> None:
         """A plan that ends as a whole (rejected, failed, cancelled) says so to its
-        subscribers; a plan that ran to its result said so in ``PlanRun.result``."""
-        if self._run is None or not self._run.finished:
+        subscribers, once (a plan that ran to its result said so in ``PlanRun.finish``)."""
+        if self._run is None:
             self._events.emit("plan_finished", status=status, error=error)
+        else:
+            self._run.abandon(status, error)
 
     def _partial(self) -> dict[str, Any]:
         """The ledger so far, for the details of a failure of the plan as a whole: the model

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable_plan.cli.commands import EXIT_FAILED, EXIT_OK
 from durable_plan.cli.commands.server import client_command, connect, is_agent_step, plan_handle
-from durable_plan.cli.event_watch import follow_events
+from durable_plan.cli.event_watch import Watch, follow_events
 from durable_plan.cli.progress_view import (
     ApprovalHint,
     LiveView,
@@ -80,10 +80,12 @@ async def _show(args: argparse.Namespace) -> int:
         first = await query()
         if first is not None:
             view.update(first)
-        watcher = asyncio.ensure_future(follow_events(handle.events(), query, view.update))
+        watch = Watch()
+        watcher = asyncio.ensure_future(follow_events(handle.events(), query, view.update, watch))
         while not waiting.done():
             await asyncio.wait([waiting], timeout=WATCH_INTERVAL_S)
-            if watcher.done() and watcher.exception() is not None and not waiting.done():
+            failed = watcher.done() and watcher.exception() is not None
+            if (failed or watch.quiet()) and not waiting.done():
                 # No stream (a worker from before streams): poll. No worker answers now,
                 # or a plan that ends while it is queried took its worker with it (a `run`
                 # that served it exits): keep the last view; the next turn sees the end.

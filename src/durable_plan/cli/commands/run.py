@@ -33,7 +33,7 @@ from durable_plan.cli.commands import (
 from durable_plan.cli.commands.files import _lines
 from durable_plan.cli.commands.ledger import QUERY_TIMEOUT, approval_hint
 from durable_plan.cli.commands.server import client_command, connect
-from durable_plan.cli.event_watch import follow_events
+from durable_plan.cli.event_watch import Watch, follow_events
 from durable_plan.cli.plan_file import (
     PlanFile,
     PlanFileError,
@@ -284,14 +284,16 @@ class Display:
         streams), from ``lines`` every ``POLL_S``."""
         task = asyncio.ensure_future(work)
         watcher = None
+        watch = Watch()
         if events is not None and not self._quiet:
-            watcher = asyncio.ensure_future(follow_events(events, lines, self._show_lines))
+            watcher = asyncio.ensure_future(follow_events(events, lines, self._show_lines, watch))
         try:
             while not task.done():
                 await asyncio.wait([task], timeout=POLL_S)
                 if task.done() or self._quiet:
                     continue
-                if watcher is not None and not (watcher.done() and watcher.exception()):
+                failed = watcher is not None and watcher.done() and watcher.exception()
+                if watcher is not None and not failed and not watch.quiet():
                     continue  # the stream draws
                 current = await lines()
                 if current is not None:
