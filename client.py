@@ -52,7 +52,7 @@ from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterW
 
 EXIT_FAILED = 1
 EXIT_SETUP = 2
-STEPS_DRAIN_S = 2.0
+STEPS_DRAIN_S = 5.0
 """After the answer, how long the step printer may take to print its plans' last events."""
 PICKUP_WAIT_S = 5.0
 """How long a conversation may wait for a worker before the client says that none took it."""
@@ -85,9 +85,15 @@ async def converse(
         task_queue=task_queue,
     )
     watchdog = asyncio.ensure_future(_watch_pickup(handle, unclaimed)) if unclaimed else None
-    steps = asyncio.ensure_future(_print_steps(client, workflow_id)) if watch_steps else None
+    answered = asyncio.Event()
+    steps = (
+        asyncio.ensure_future(_print_steps(client, workflow_id, answered.is_set))
+        if watch_steps
+        else None
+    )
     try:
         output = await handle.result()
+        answered.set()
         if steps is not None:  # the last events of its plans, already published
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(steps, STEPS_DRAIN_S)
@@ -100,10 +106,10 @@ async def converse(
     return workflow_id, output
 
 
-async def _print_steps(client: Client, workflow_id: str) -> None:
+async def _print_steps(client: Client, workflow_id: str, answered: Callable[[], bool]) -> None:
     """Each step of the conversation's plans as it finishes, from the plans' event streams
     (``conversation_events``): the caller sees the work before the answer."""
-    async for event in conversation_events(client, workflow_id):
+    async for event in conversation_events(client, workflow_id, ended=answered):
         if event.kind == "step_finished" and event.status != "not_taken":
             took = f" in {event.duration_ms:.3g} ms" if event.duration_ms else ""
             if (event.detail or {}).get("reused_from"):

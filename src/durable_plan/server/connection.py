@@ -230,6 +230,7 @@ async def connect(
     timeout_s: float = 10.0,
     check_namespace: bool = True,
     encrypt: bool | None = None,
+    payload_storage: bool = True,
     **kwargs: Any,
 ) -> Client:
     """``Client.connect`` with the shared defaults; a server that does not answer within
@@ -240,6 +241,9 @@ async def connect(
     ``kwargs`` go to ``Client.connect`` (``plugins``, ``tls``, ``data_converter`` ...).
     ``encrypt`` (the ``--encrypt`` option) adds `EncryptionPlugin` after ``plugins`` when
     there are keys; keys that cannot be used raise `ServerSetupError` too.
+    ``payload_storage``: large payloads through Temporal's External Storage, where
+    ``$DURABLE_PLAN_STORE`` says (``protect/payload_storage.py``; composes with encryption:
+    only ciphertext is stored); ``DURABLE_PLAN_PAYLOAD_STORAGE=off`` turns it off.
     """
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
@@ -247,6 +251,10 @@ async def connect(
 
     target = address or default_address()
     namespace = namespace or default_namespace()
+    if payload_storage:
+        from durable_plan.protect.payload_storage import with_payload_storage
+
+        kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()))
     if encrypt is not False:
         from durable_plan.protect.encryption import EncryptionPlugin, KeyConfigError, keyring_for
 

@@ -180,12 +180,17 @@ async def plan_events(
 
 
 async def conversation_events(
-    client: Client, workflow_id: str, *, poll_cooldown: timedelta = POLL_COOLDOWN
+    client: Client,
+    workflow_id: str,
+    *,
+    poll_cooldown: timedelta = POLL_COOLDOWN,
+    ended: Callable[[], bool] | None = None,
 ) -> AsyncIterator[PlanEvent]:
     """The events of every plan a conversation starts, as they happen, until the
     conversation closes (its workflow hosts a ``WorkflowStream`` given to the plugin as
     ``plan_stream``); each plan's events are read from its own stream, agent steps'
-    rounds included."""
+    rounds included. ``ended``: the caller knows the conversation is over (it has its
+    answer): one last read, then the iteration ends when its plans' events do."""
     queue: asyncio.Queue[PlanEvent | BaseException | None] = asyncio.Queue()
     plans: list[asyncio.Task[None]] = []
 
@@ -198,7 +203,7 @@ async def conversation_events(
     async def announcements() -> None:
         try:
             async for _offset, value in stream_items(
-                client, workflow_id, PLANS_TOPIC, 0, poll_cooldown
+                client, workflow_id, PLANS_TOPIC, 0, poll_cooldown, ended=ended
             ):
                 plan_id = value.get("plan") if isinstance(value, dict) else None
                 if isinstance(plan_id, str):

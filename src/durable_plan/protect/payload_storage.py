@@ -1,0 +1,284 @@
+"""Large payloads of every kind out of history: Temporal's External Storage, configured once.
+
+``temporalio.converter.ExternalStorage`` on the client's data converter stores every payload
+above a threshold (256 KiB by default) through a driver and leaves a small reference in
+history: model-call inputs and outputs, tool results, plan inputs, agent-step conversations,
+whatever the SDK encodes. It runs after the codec, so with encryption on only ciphertext is
+stored. ``PayloadStoragePlugin`` puts it on a client (and the workers built from it);
+``connect`` adds it by default. Where payloads go follows ``$DURABLE_PLAN_STORE``, like the
+result store: ``s3://bucket/prefix`` uses the SDK's ``S3StorageDriver`` (through boto3, which
+we depend on already), anything else a directory, through ``FileStorageDriver``.
+
+Keys follow the SDK's S3 layout (``v0/ns/<ns>/wt/<type>/wi/<workflow id>/ri/<run>/d/sha256/
+<hex>``), so one retention rule reads both: an S3 lifecycle rule on the prefix, or the file
+driver's ``sweep`` (which asks the server which workflows run, and keeps theirs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import itertools
+import os
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverActivityInfo,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
+)
+from temporalio.plugin import SimplePlugin
+
+PAYLOADS_DIR = "payloads"
+"""Under the store's root: what External Storage keeps (results stored by reference are
+beside it)."""
+DEFAULT_THRESHOLD = 256 * 1024
+STORAGE_ENV = "DURABLE_PLAN_PAYLOAD_STORAGE"
+"""``off`` turns External Storage off in ``connect`` (and the CLI, worker.py, client.py)."""
+
+
+class MissingStoredPayload(RuntimeError):
+    """A reference in history whose stored payload is gone (deleted, expired, elsewhere)."""
+
+
+def _segment(value: str | None) -> str:
+    return urllib.parse.quote(value or "null", safe="") or "null"
+
+
+def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
+    """The SDK S3 driver's key layout, so a lifecycle rule or a sweep reads both drivers."""
+    target = context.target
+    if target is None:
+        return f"v0/d/sha256/{digest}"
+    parts = [f"v0/ns/{_segment(target.namespace)}"]
+    if isinstance(target, StorageDriverWorkflowInfo):
+        parts.append(f"wt/{_segment(target.type)}/wi/{_segment(target.id)}")
+        parts.append(f"ri/{_segment(target.run_id)}")
+    elif isinstance(target, StorageDriverActivityInfo):
+        parts.append(f"at/{_segment(target.type)}/ai/{_segment(target.id)}")
+        parts.append(f"ri/{_segment(target.run_id)}")
+    key = "/".join([*parts, f"d/sha256/{digest}"])
+    # A file name may not exceed 255 bytes: long ids fall back to the namespace's digest key.
+    if any(len(part.encode()) > 255 for part in key.split("/")):
+        return f"v0/ns/{_segment(target.namespace)}/d/sha256/{digest}"
+    return key
+
+
+class FileStorageDriver(StorageDriver):
+    """Payloads as files under ``root``: content-addressed, written to a temporary name
+    and renamed, so a worker killed while storing leaves no half payload under a key (a
+    retry stores it again, the same bytes under the same name)."""
+
+    def __init__(self, root: str | Path, name: str = "durable-plan.file") -> None:
+        self.root = Path(root)
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+    def type(self) -> str:
+        return "durable-plan.file"
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        return await asyncio.to_thread(self._store_all, context, list(payloads))
+
+    def _store_all(
+        self, context: StorageDriverStoreContext, payloads: list[Payload]
+    ) -> list[StorageDriverClaim]:
+        claims = []
+        for payload in payloads:
+            data = payload.SerializeToString()
+            digest = hashlib.sha256(data).hexdigest()
+            key = payload_key(context, digest)
+            path = self.root / key
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+                try:
+                    with os.fdopen(fd, "wb") as out:
+                        out.write(data)
+                    os.replace(tmp, path)
+                except BaseException:
+                    Path(tmp).unlink(missing_ok=True)
+                    raise
+            claims.append(StorageDriverClaim({"key": key, "sha256": digest}))
+        return claims
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        return await asyncio.to_thread(self._retrieve_all, list(claims))
+
+    def _retrieve_all(self, claims: list[StorageDriverClaim]) -> list[Payload]:
+        payloads = []
+        for claim in claims:
+            key = claim.claim_data.get("key", "")
+            path = (self.root / key).resolve()
+            if not path.is_relative_to(self.root.resolve()) or ".." in Path(key).parts:
+                raise MissingStoredPayload(f"a stored payload's key leaves the store: {key!r}")
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise MissingStoredPayload(
+                    f"the stored payload {key} is not in {self.root} (deleted by a sweep or a "
+                    "lifecycle rule, or this worker uses another store: give every worker and "
+                    "client the same $DURABLE_PLAN_STORE)"
+                ) from None
+            if hashlib.sha256(data).hexdigest() != claim.claim_data.get("sha256"):
+                raise MissingStoredPayload(f"the stored payload {key} does not match its digest")
+            payload = Payload()
+            payload.ParseFromString(data)
+            payloads.append(payload)
+        return payloads
+
+    def sweep(self, older_than_s: float, running: Callable[[str], bool]) -> list[Path]:
+        """Delete payloads older than ``older_than_s`` whose workflow is not running
+        (``running(workflow_id)``, asked once per workflow); the deleted files."""
+        base = self.root / "v0"
+        if not base.is_dir():
+            return []
+        deadline = time.time() - older_than_s
+        deleted: list[Path] = []
+        verdicts: dict[str, bool] = {}
+        for path in base.rglob("*"):
+            if not path.is_file() or path.stat().st_mtime > deadline:
+                continue
+            workflow_id = workflow_of(path.relative_to(self.root).as_posix())
+            if workflow_id is not None:
+                if workflow_id not in verdicts:
+                    verdicts[workflow_id] = running(workflow_id)
+                if verdicts[workflow_id]:
+                    continue
+            path.unlink(missing_ok=True)
+            deleted.append(path)
+        return deleted
+
+
+def workflow_of(key: str) -> str | None:
+    """The workflow id a key belongs to (``wi/<id>``), or None (an activity's, no target)."""
+    parts = key.split("/")
+    for marker, value in itertools.pairwise(parts):
+        if marker == "wi":
+            return urllib.parse.unquote(value)
+    return None
+
+
+class Boto3S3Client(S3StorageDriverClient):
+    """The SDK S3 driver's client over boto3 (no aioboto3 dependency): each call in a
+    thread."""
+
+    def __init__(self, client: Any = None) -> None:
+        import boto3  # type: ignore[import-untyped]
+
+        self._client = client if client is not None else boto3.client("s3")
+
+    async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
+        await asyncio.to_thread(self._client.put_object, Bucket=bucket, Key=key, Body=data)
+
+    async def object_exists(self, *, bucket: str, key: str) -> bool:
+        from botocore.exceptions import ClientError  # type: ignore[import-untyped]
+
+        try:
+            await asyncio.to_thread(self._client.head_object, Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
+        response = await asyncio.to_thread(self._client.get_object, Bucket=bucket, Key=key)
+        body: bytes = await asyncio.to_thread(response["Body"].read)
+        return body
+
+    def describe(self) -> Mapping[str, str]:
+        region = getattr(getattr(self._client, "meta", None), "region_name", None)
+        return {"region": region} if region else {}
+
+
+def s3_driver(bucket: str, prefix: str = "", client: Any = None) -> StorageDriver:
+    """The SDK's ``S3StorageDriver`` over boto3; ``prefix`` is put before its keys."""
+    inner: S3StorageDriverClient = Boto3S3Client(client)
+    if prefix:
+        inner = _Prefixed(inner, prefix.strip("/") + "/")
+    return S3StorageDriver(inner, bucket)
+
+
+class _Prefixed(S3StorageDriverClient):
+    """Keys under a prefix of the bucket (``s3://bucket/prefix``)."""
+
+    def __init__(self, inner: S3StorageDriverClient, prefix: str) -> None:
+        self._inner = inner
+        self._prefix = prefix
+
+    async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
+        await self._inner.put_object(bucket=bucket, key=self._prefix + key, data=data)
+
+    async def object_exists(self, *, bucket: str, key: str) -> bool:
+        return await self._inner.object_exists(bucket=bucket, key=self._prefix + key)
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
+        return await self._inner.get_object(bucket=bucket, key=self._prefix + key)
+
+    def describe(self) -> Mapping[str, str]:
+        return dict(self._inner.describe())
+
+
+def storage_driver(spec: str | None = None) -> StorageDriver:
+    """The driver ``$DURABLE_PLAN_STORE`` names (or ``spec``): S3 for ``s3://bucket/prefix``,
+    else files under ``<directory>/payloads`` (the result store's default directory)."""
+    from durable_plan.protect.result_store import STORE_ENV, default_root
+
+    value = spec if spec is not None else os.environ.get(STORE_ENV, "")
+    if value.startswith("s3://"):
+        bucket, _, prefix = value[len("s3://") :].partition("/")
+        if not bucket:
+            raise ValueError(f"{STORE_ENV}={value!r}: name a bucket, s3://bucket/prefix")
+        return s3_driver(bucket, "/".join(p for p in (prefix.strip("/"), PAYLOADS_DIR) if p))
+    root = Path(value) if value else default_root()
+    return FileStorageDriver(root / PAYLOADS_DIR)
+
+
+def external_storage(
+    driver: StorageDriver | None = None, *, threshold: int = DEFAULT_THRESHOLD
+) -> ExternalStorage:
+    return ExternalStorage(drivers=[driver or storage_driver()], payload_size_threshold=threshold)
+
+
+class PayloadStoragePlugin(SimplePlugin):
+    """External Storage on a client and the workers built from it (and on a replayer)."""
+
+    def __init__(self, storage: ExternalStorage | None = None) -> None:
+        self.storage = storage or external_storage()
+        super().__init__("durable-plan.PayloadStorage", data_converter=self._converter)
+
+    def _converter(self, existing: DataConverter | None) -> DataConverter:
+        base = existing or DataConverter.default
+        return dataclasses.replace(base, external_storage=self.storage)
+
+
+def storage_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    return (environ or os.environ).get(STORAGE_ENV, "").strip().lower() not in ("off", "0")
+
+
+def with_payload_storage(plugins: Iterable[Any]) -> list[Any]:
+    """``plugins`` plus ``PayloadStoragePlugin`` unless one is there or it is turned off."""
+    listed = list(plugins)
+    if not storage_enabled() or any(isinstance(p, PayloadStoragePlugin) for p in listed):
+        return listed
+    return [*listed, PayloadStoragePlugin()]
