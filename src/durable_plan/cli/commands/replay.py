@@ -236,12 +236,14 @@ def _is_workflow(value: object) -> bool:
 
 
 def _plugins(encrypt: bool | None) -> list[Any]:
-    """The workers' converter: Strands' (conversations' payloads) and, with keys, the seal."""
+    """The workers' converter: Strands' (conversations' payloads), External Storage (a
+    history's large payloads are references, read from the store), with keys the seal."""
     from temporalio.strands_agents import StrandsPlugin
 
     from durable_plan.cli.commands.server import keyring
+    from durable_plan.protect.payload_storage import with_payload_storage
 
-    plugins: list[Any] = [StrandsPlugin(models={})]
+    plugins: list[Any] = with_payload_storage([StrandsPlugin(models={})])
     keys = keyring(encrypt)
     if keys is not None:
         from durable_plan.protect.encryption import EncryptionPlugin

@@ -88,7 +88,30 @@ def _sweep(args: argparse.Namespace, is_running: IsRunning | None) -> int:
         ) from None
     kept = "" if is_running is None else ", keeping those of running plans"
     print(f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}")
+    _sweep_payloads(args, older_than, is_running)
     return EXIT_OK
+
+
+def _sweep_payloads(
+    args: argparse.Namespace, older_than: float, is_running: IsRunning | None
+) -> None:
+    """External Storage's payloads under the same store: a directory is swept here (keeping
+    running workflows'); in S3 a lifecycle rule on the prefix expires them (README)."""
+    from durable_plan.protect.payload_storage import FileStorageDriver, storage_driver
+
+    driver = storage_driver(args.store)
+    if not isinstance(driver, FileStorageDriver):
+        return
+
+    def running(workflow_id: str) -> bool:
+        return is_running is not None and is_running(workflow_id, None)
+
+    deleted = driver.sweep(older_than, running)
+    kept = "" if is_running is None else ", keeping those of running workflows"
+    where = driver.root
+    print(
+        f"deleted {len(deleted)} stored payload(s) older than {args.older_than} from {where}{kept}"
+    )
 
 
 __all__ = ["STORE_ENV", "parse_duration", "sweep_store"]

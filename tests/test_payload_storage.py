@@ -1,0 +1,264 @@
+"""Temporal's External Storage as we configure it: the file driver, the S3 driver over boto3
+(against moto), and plans on the dev server whose large payloads leave history, with and
+without encryption, and what a missing stored payload says."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.converter import (
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
+)
+
+from durable_plan.protect.encryption import EncryptionPlugin, Keyring
+from durable_plan.protect.keys import new_key
+from durable_plan.protect.payload_storage import (
+    FileStorageDriver,
+    MissingStoredPayload,
+    PayloadStoragePlugin,
+    external_storage,
+    s3_driver,
+    storage_driver,
+    workflow_of,
+)
+from durable_plan.server.devserver import free_port
+from durable_plan.temporal import plan_worker, start_plan
+from durable_plan.tools.registry import ToolRegistry
+
+THRESHOLD = 64 * 1024
+
+
+def context(workflow_id: str = "wf-1") -> StorageDriverStoreContext:
+    target = StorageDriverWorkflowInfo(namespace="default", id=workflow_id, run_id="r1", type="T")
+    return StorageDriverStoreContext(target=target)
+
+
+def payload(data: bytes) -> Payload:
+    return Payload(metadata={"encoding": b"binary/plain"}, data=data)
+
+
+# -- the file driver -------------------------------------------------------------------------
+
+
+async def test_the_file_driver_round_trips_by_content_and_leaves_no_part_files(
+    tmp_path: Path,
+) -> None:
+    driver = FileStorageDriver(tmp_path)
+    first, again = await driver.store(context(), [payload(b"a" * 10), payload(b"a" * 10)])
+    assert first == again, "content-addressed: the same bytes, the same object"
+    assert first.claim_data["key"].startswith("v0/ns/default/wt/T/wi/wf-1/ri/r1/d/sha256/")
+    (back,) = await driver.retrieve(StorageDriverRetrieveContext(), [first])
+    assert back.data == b"a" * 10
+    assert not [p for p in tmp_path.rglob(".part-*")]
+    assert workflow_of(first.claim_data["key"]) == "wf-1"
+
+
+async def test_a_missing_or_altered_payload_is_named(tmp_path: Path) -> None:
+    driver = FileStorageDriver(tmp_path)
+    (claim,) = await driver.store(context(), [payload(b"x" * 100)])
+    path = tmp_path / claim.claim_data["key"]
+    path.write_bytes(payload(b"y" * 100).SerializeToString())
+    with pytest.raises(MissingStoredPayload, match="does not match its digest"):
+        await driver.retrieve(StorageDriverRetrieveContext(), [claim])
+    path.unlink()
+    with pytest.raises(MissingStoredPayload, match=f"{claim.claim_data['key']} is not in"):
+        await driver.retrieve(StorageDriverRetrieveContext(), [claim])
+    escape = StorageDriverClaim({"key": "../../etc/passwd", "sha256": "0"})
+    with pytest.raises(MissingStoredPayload, match="leaves the store"):
+        await driver.retrieve(StorageDriverRetrieveContext(), [escape])
+
+
+async def test_the_sweep_keeps_running_workflows_payloads(tmp_path: Path) -> None:
+    driver = FileStorageDriver(tmp_path)
+    (done,) = await driver.store(context("finished"), [payload(b"1")])
+    (live,) = await driver.store(context("running"), [payload(b"2")])
+    old = time.time() - 7200
+    for claim in (done, live):
+        os.utime(tmp_path / claim.claim_data["key"], (old, old))
+    asked: list[str] = []
+
+    def running(workflow_id: str) -> bool:
+        asked.append(workflow_id)
+        return workflow_id == "running"
+
+    assert driver.sweep(older_than_s=3600 * 3, running=running) == []
+    deleted = driver.sweep(older_than_s=3600, running=running)
+    assert [p.name for p in deleted] == [Path(done.claim_data["key"]).name]
+    assert (tmp_path / live.claim_data["key"]).exists()
+    assert sorted(asked) == ["finished", "running"]
+
+
+def test_the_store_setting_chooses_the_driver(tmp_path: Path) -> None:
+    driver = storage_driver(str(tmp_path))
+    assert isinstance(driver, FileStorageDriver) and driver.root == tmp_path / "payloads"
+    assert storage_driver("s3://bucket/plans").type() == "aws.s3driver"
+    with pytest.raises(ValueError, match="name a bucket"):
+        storage_driver("s3://")
+
+
+# -- the S3 driver over boto3, against moto ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+async def test_the_s3_driver_round_trips_under_its_prefix(s3_endpoint: str) -> None:
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    s3.create_bucket(Bucket="payloads")
+    driver = s3_driver("payloads", "plans/payloads", client=s3)
+    (claim,) = await driver.store(context(), [payload(b"z" * 1000)])
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="payloads")["Contents"]]
+    assert len(keys) == 1 and keys[0].startswith("plans/payloads/v0/ns/default/")
+    (back,) = await driver.retrieve(StorageDriverRetrieveContext(), [claim])
+    assert back.data == b"z" * 1000
+
+
+# -- on the dev server -----------------------------------------------------------------------
+
+
+async def big_text(kib: int) -> dict[str, Any]:
+    return {"text": "secret-marker " + "q" * (kib * 1024)}
+
+
+async def size_of(doc: dict[str, Any]) -> dict[str, int]:
+    return {"chars": len(doc["text"])}
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.add(big_text)
+    reg.add(size_of)
+    return reg
+
+
+PLAN = {
+    "steps": [
+        {"id": "doc", "tool": "big_text", "args": {"kib": 300}},
+        {"id": "count", "tool": "size_of", "bind": {"doc": "steps.doc"}},
+    ],
+}
+
+
+def stored_references(message: Message) -> int:
+    """Payloads in a history that External Storage replaced by a reference."""
+    if isinstance(message, Payload):
+        return 1 if len(message.external_payloads) else 0
+    count = 0
+    for field, value in message.ListFields():
+        if field.type != field.TYPE_MESSAGE:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            items = list(value.values())
+        elif field.is_repeated:
+            items = list(value)
+        else:
+            items = [value]
+        count += sum(stored_references(item) for item in items if isinstance(item, Message))
+    return count
+
+
+async def run_with_storage(
+    temporal_target: str, task_queue: str, root: Path, *plugins: Any
+) -> tuple[Any, int, int]:
+    storage = PayloadStoragePlugin(external_storage(FileStorageDriver(root), threshold=THRESHOLD))
+    client = await Client.connect(temporal_target, plugins=[storage, *plugins])
+    async with plan_worker(client, task_queue=task_queue, registry=registry()):
+        handle = await start_plan(
+            client,
+            PLAN,
+            task_queue=task_queue,
+            registry=registry(),
+            store_results=False,
+            max_result_bytes=1024 * 1024,
+        )
+        result = await handle.result()
+    history = await handle.handle.fetch_history()
+    size = sum(e.ByteSize() for e in history.events)
+    refs = sum(stored_references(e) for e in history.events)
+    return result, size, refs
+
+
+async def test_a_large_tool_result_leaves_history(
+    temporal_target: str, task_queue: str, tmp_path: Path
+) -> None:
+    result, size, refs = await run_with_storage(temporal_target, task_queue, tmp_path)
+    assert result.ok, result.ledger
+    assert result.returned["count"] == {"chars": 14 + 300 * 1024}
+    assert refs >= 2, "the result and the next step's arguments are references"
+    assert size < 64 * 1024, f"history {size} bytes: the 300 KiB stayed out"
+    assert list(tmp_path.rglob("*/d/sha256/*"))
+
+
+async def test_with_encryption_only_ciphertext_is_stored(
+    temporal_target: str, task_queue: str, tmp_path: Path
+) -> None:
+    keys = Keyring((new_key("k1"),))
+    result, size, refs = await run_with_storage(
+        temporal_target, task_queue, tmp_path, EncryptionPlugin(keys)
+    )
+    assert result.ok and refs >= 2 and size < 64 * 1024
+    files = list(tmp_path.rglob("*/d/sha256/*"))
+    assert files
+    for file in files:
+        assert b"secret-marker" not in file.read_bytes(), f"{file} holds plaintext"
+
+
+async def test_a_missing_stored_result_fails_naming_it(
+    temporal_target: str, task_queue: str, tmp_path: Path
+) -> None:
+    storage = PayloadStoragePlugin(
+        external_storage(FileStorageDriver(tmp_path), threshold=THRESHOLD)
+    )
+    client = await Client.connect(temporal_target, plugins=[storage])
+    plan = {"steps": [{"id": "doc", "tool": "big_text", "args": {"kib": 300}}]}
+    async with plan_worker(client, task_queue=task_queue, registry=registry()):
+        handle = await start_plan(
+            client,
+            plan,
+            task_queue=task_queue,
+            registry=registry(),
+            store_results=False,
+            max_result_bytes=1024 * 1024,
+            max_returned_bytes=2 * 1024 * 1024,
+        )
+        await handle.handle.result()
+    for file in tmp_path.rglob("*/d/sha256/*"):
+        file.unlink()
+    with pytest.raises(Exception) as caught:
+        await handle.result()
+    text = "".join(str(e) for e in _chain(caught.value))
+    assert "is not in" in text and "d/sha256/" in text, text
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    while exc is not None:
+        yield exc
+        exc = exc.__cause__ or exc.__context__
