@@ -262,3 +262,38 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
     while exc is not None:
         yield exc
         exc = exc.__cause__ or exc.__context__
+
+
+async def test_a_conversations_model_calls_and_its_agent_steps_leave_history(
+    temporal_target: str, task_queue: str, tmp_path: Path
+) -> None:
+    """Model-call inputs and outputs, the plan the model submits, the agent step's own
+    conversation: every payload over the threshold (small here) is a reference."""
+    from temporalio.strands_agents import StrandsPlugin
+
+    from activities.scripts import DEMO_SCRIPTS, MORALE_PROMPT
+    from durable_plan.testing import ScriptedModel
+    from worker import build_worker
+    from workflows.game_master import GameMasterInput, GameMasterWorkflow
+
+    storage = PayloadStoragePlugin(external_storage(FileStorageDriver(tmp_path), threshold=2048))
+    models = {"scripted": lambda: ScriptedModel(scripts=DEMO_SCRIPTS)}
+    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models), storage])
+    async with build_worker(client, task_queue):
+        handle = await client.start_workflow(
+            GameMasterWorkflow.run,
+            GameMasterInput(prompt=MORALE_PROMPT),
+            id=f"gm-storage-{task_queue}",
+            task_queue=task_queue,
+        )
+        output = await handle.result()
+        history = await handle.fetch_history()
+        plan_id = next(
+            e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            for e in history.events
+            if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+        )
+        agent = await client.get_workflow_handle(f"{plan_id}/agent/morale").fetch_history()
+    assert output.agent_step_rounds == 3 and "flees" in output.answer
+    assert sum(stored_references(e) for e in history.events) >= 2, "model calls"
+    assert sum(stored_references(e) for e in agent.events) >= 2, "the agent step's rounds"
