@@ -92,6 +92,8 @@ async def _show(args: argparse.Namespace) -> int:
                 lines = await query()
                 if lines is not None:
                     view.update(lines)
+        if not watcher.done():  # its next read has plan_finished (see `run`)
+            await asyncio.wait([watcher], timeout=2.0)
         if not watcher.done():
             watcher.cancel()
         view.close()

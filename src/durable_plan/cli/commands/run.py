@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from durable_plan.tools.registry import ToolRegistry
 
 POLL_S = 0.25
+WATCH_DRAIN_S = 2.0
 
 
 @dataclass
@@ -298,6 +299,10 @@ class Display:
                 current = await lines()
                 if current is not None:
                     self._show_lines(current)
+            if watcher is not None and not watcher.done():
+                # plan_finished is published before the plan completes: the next read has
+                # it. A read cut off instead leaves the worker of this process warning.
+                await asyncio.wait([watcher], timeout=WATCH_DRAIN_S)
             return task.result()
         except BaseException:
             self._view.close()
