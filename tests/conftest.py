@@ -114,6 +114,7 @@ SLOW_TESTS = {
     "tests/test_reuse.py::test_memory_survives_a_worker_kill_between_plans": "crash",
     "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",
     "tests/test_events.py::test_a_worker_killed_mid_plan_publishes_nothing_twice": "crash",
+    "tests/test_payload_storage.py::test_a_worker_killed_while_storing": "crash",
 }
 """Tests (or whole modules) that run Python subprocesses; ``::name`` matches a prefix."""
 

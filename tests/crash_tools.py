@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from durable_plan.protect.payload_storage import FileStorageDriver
 from durable_plan.temporal import current_step
 from durable_plan.temporal.exactly_once import SQLiteEffects, exactly_once
 from durable_plan.tools.registry import ToolRegistry
@@ -105,6 +106,13 @@ def crash_refund(ticket: int, once: bool = True) -> dict[str, Any]:
     return result
 
 
+def crash_big(kib: int) -> dict[str, Any]:
+    """A result of ``kib`` KiB, over External Storage's threshold. Returns {"text": str}."""
+    _log("start")
+    _log("done")
+    return {"text": "b" * (kib * 1024)}
+
+
 def crash_fail(message: str) -> None:
     """Always fail, as a broken tool does."""
     raise RuntimeError(message)
@@ -113,7 +121,7 @@ def crash_fail(message: str) -> None:
 def crash_registry(retries: int | None = None) -> ToolRegistry:
     """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
     registry = ToolRegistry()
-    for fn in (crash_work, crash_combine, crash_refund, crash_fail):
+    for fn in (crash_work, crash_combine, crash_refund, crash_fail, crash_big):
         registry.add(
             fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, retries=retries
         )
@@ -222,3 +230,28 @@ def crash_map_plan() -> dict[str, Any]:
             }
         ]
     }
+
+
+SLOW_STORE_ENV = "DURABLE_PLAN_SLOW_STORE"
+"""Set (a directory): the worker stores payloads there through ``SlowFileStorageDriver``."""
+STORING_S = 3.0
+
+
+class SlowFileStorageDriver(FileStorageDriver):
+    """Writes the first payload's temporary file, says so in the side-effect log, then
+    lingers before the rename: a kill lands while the payload is being stored. (A store
+    slower than the activity's heartbeat timeout times the attempt out: the completion is
+    stored after the tool returned, when nothing heartbeats.)"""
+
+    def _write(self, path: Path, data: bytes) -> None:
+        once = self.root.parent / "slowed-once"  # the replacement worker stores at once
+        if once.exists():
+            return
+        once.touch()
+        fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            line = {"step": "store", "event": "storing", "pid": os.getpid(), "t": time.time()}
+            os.write(fd, (json.dumps(line) + "\n").encode())
+        finally:
+            os.close(fd)
+        time.sleep(STORING_S)

@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 from temporalio.client import Client  # noqa: E402
 
 from durable_plan.temporal import plan_worker  # noqa: E402
-from tests.crash_tools import crash_registry  # noqa: E402
+from tests.crash_tools import SLOW_STORE_ENV, crash_registry  # noqa: E402
 
 SPANS_ENV = "DURABLE_PLAN_SPANS_FILE"
 """Set: the worker records the plans' spans to this file (the events tests)."""
@@ -58,6 +58,13 @@ async def main(
             return ScriptedModel(scripts=crash_agent_scripts(), latency_s=MODEL_LATENCY_S)
 
         plugins.append(StrandsPlugin(models={"scripted": model}))
+    slow_store = os.environ.get(SLOW_STORE_ENV)
+    if slow_store:
+        from durable_plan.protect.payload_storage import PayloadStoragePlugin, external_storage
+        from tests.crash_tools import SlowFileStorageDriver
+
+        driver = SlowFileStorageDriver(slow_store)
+        plugins.append(PayloadStoragePlugin(external_storage(driver, threshold=64 * 1024)))
     spans = os.environ.get(SPANS_ENV)
     if spans:
         # Traces of this worker, each span written as it ends (a kill loses none ended).

@@ -4,6 +4,8 @@ without encryption, and what a missing stored payload says."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.converter import (
+    StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
@@ -186,9 +189,10 @@ def stored_references(message: Message) -> int:
 
 
 async def run_with_storage(
-    temporal_target: str, task_queue: str, root: Path, *plugins: Any
+    temporal_target: str, task_queue: str, root: Path | StorageDriver, *plugins: Any
 ) -> tuple[Any, int, int]:
-    storage = PayloadStoragePlugin(external_storage(FileStorageDriver(root), threshold=THRESHOLD))
+    driver = FileStorageDriver(root) if isinstance(root, Path) else root
+    storage = PayloadStoragePlugin(external_storage(driver, threshold=THRESHOLD))
     client = await Client.connect(temporal_target, plugins=[storage, *plugins])
     async with plan_worker(client, task_queue=task_queue, registry=registry()):
         handle = await start_plan(
@@ -297,3 +301,73 @@ async def test_a_conversations_model_calls_and_its_agent_steps_leave_history(
     assert output.agent_step_rounds == 3 and "flees" in output.answer
     assert sum(stored_references(e) for e in history.events) >= 2, "model calls"
     assert sum(stored_references(e) for e in agent.events) >= 2, "the agent step's rounds"
+
+
+async def test_a_plan_through_the_s3_driver(
+    temporal_target: str, task_queue: str, s3_endpoint: str
+) -> None:
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    s3.create_bucket(Bucket="plans")
+    result, size, refs = await run_with_storage(
+        temporal_target, task_queue, s3_driver("plans", "payloads", client=s3)
+    )
+    assert result.ok and refs >= 2 and size < 64 * 1024
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="plans")["Contents"]]
+    assert keys and all(k.startswith("payloads/v0/ns/default/") for k in keys)
+
+
+async def test_a_worker_killed_while_storing_loses_nothing(
+    client: Client,
+    temporal_target: str,
+    task_queue: str,
+    workflow_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGKILL while a step's 300 KiB result is being stored: the attempt is lost, the step
+    runs again on the replacement worker, and nothing half-written sits under a key."""
+    from tests.crash_tools import SLOW_STORE_ENV, crash_registry
+    from tests.worker_processes import kill_and_replace, read_log, worker_processes
+
+    store = tmp_path / "payloads"
+    monkeypatch.setenv(SLOW_STORE_ENV, str(store))
+    log = tmp_path / "side-effects.jsonl"
+    plan = {"steps": [{"id": "big", "tool": "crash_big", "args": {"kib": 300}}]}
+
+    async def storing() -> None:
+        while not any(e.get("event") == "storing" for e in read_log(log)):
+            await asyncio.sleep(0.02)
+
+    reader_storage = PayloadStoragePlugin(
+        external_storage(FileStorageDriver(store), threshold=64 * 1024)
+    )
+    reader = await Client.connect(temporal_target, plugins=[reader_storage])
+    async with worker_processes(temporal_target, task_queue, log, tmp_path) as spawn:
+        first = await spawn()
+        handle = await start_plan(
+            reader,
+            plan,
+            task_queue=task_queue,
+            registry=crash_registry(),
+            workflow_id=workflow_id,
+            store_results=False,
+            max_result_bytes=1024 * 1024,
+            max_returned_bytes=2 * 1024 * 1024,
+            retry_initial_interval_s=0.2,
+        )
+        _second, result = await kill_and_replace(
+            spawn, first, handle, log, asyncio.wait_for(storing(), 20)
+        )
+    assert result.ok, result.ledger
+    assert result.returned["big"] == {"text": "b" * 300 * 1024}
+    assert result.outcome("big").attempts == 2
+    for file in store.rglob("*"):
+        if file.is_file() and not file.name.startswith(".part-"):
+            digest = hashlib.sha256(file.read_bytes()).hexdigest()
+            assert file.name == digest, f"{file} is not the payload its name says"

@@ -112,6 +112,7 @@ class FileStorageDriver(StorageDriver):
                 try:
                     with os.fdopen(fd, "wb") as out:
                         out.write(data)
+                    self._write(Path(tmp), data)
                     os.replace(tmp, path)
                 except BaseException:
                     Path(tmp).unlink(missing_ok=True)
@@ -123,6 +124,9 @@ class FileStorageDriver(StorageDriver):
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
         return await asyncio.to_thread(self._retrieve_all, list(claims))
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """After the temporary file is written, before it takes its name (a test's hook)."""
 
     def _retrieve_all(self, claims: list[StorageDriverClaim]) -> list[Payload]:
         payloads = []
