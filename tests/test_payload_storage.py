@@ -371,3 +371,57 @@ async def test_a_worker_killed_while_storing_loses_nothing(
         if file.is_file() and not file.name.startswith(".part-"):
             digest = hashlib.sha256(file.read_bytes()).hexdigest()
             assert file.name == digest, f"{file} is not the payload its name says"
+
+
+async def page(n: int) -> dict[str, Any]:
+    return {"n": n, "text": "p" * (200 * 1024)}
+
+
+async def test_without_storage_an_agent_step_too_large_to_send_ends_clearly(
+    temporal_target: str, task_queue: str, tmp_path: Path
+) -> None:
+    """Without External Storage, a model call over Temporal's 2 MB per payload would fail
+    its workflow task forever (TMPRL1103): the step stops before it, saying why."""
+    from temporalio.strands_agents import StrandsPlugin
+
+    from durable_plan.testing import ScriptedModel, call, output
+
+    prompt = "Read twelve big pages."
+    script = [call("page", n=i) for i in range(12)] + [output({"pages": 12})]
+    models = {"scripted": lambda: ScriptedModel(scripts={prompt: script})}
+    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models)])
+    reg = ToolRegistry()
+    reg.add(page)
+    plan = {
+        "steps": [
+            {
+                "id": "read",
+                "tool": "agent",
+                "args": {
+                    "prompt": prompt,
+                    "output_schema": {"type": "object"},
+                    "tools": ["page"],
+                    "max_iterations": 16,
+                },
+            }
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=reg):
+        handle = await start_plan(
+            client, plan, task_queue=task_queue, registry=reg, model="scripted"
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+    (outcome,) = result.ledger
+    assert outcome.status == "failed"
+    assert "over Temporal's 2 MB limit for one payload" in (outcome.error or ""), outcome.error
+
+    # With External Storage the same loop runs to its answer: the calls are references.
+    storage = PayloadStoragePlugin(external_storage(FileStorageDriver(tmp_path)))
+    stored = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models), storage])
+    async with plan_worker(stored, task_queue=f"{task_queue}-stored", registry=reg):
+        handle = await start_plan(
+            stored, plan, task_queue=f"{task_queue}-stored", registry=reg, model="scripted"
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.ok, result.ledger
+    assert result.returned["read"]["iterations"] == 13

@@ -31,6 +31,7 @@ from durable_plan.temporal.messages import (
     PLAN_WORKFLOW_NAME,
     failure_message,
 )
+from durable_plan.temporal.payload_limits import workers_store_payloads
 from durable_plan.temporal.recovery import Salvage, recover
 from durable_plan.temporal.subscribe import PLANS_TOPIC
 from durable_plan.temporal.ui_summary import plan_details, plan_summary
@@ -92,6 +93,7 @@ async def run_child(
         limits["hooked_tools"] = plugin.hooked_tools
     if recall is not None:
         limits["memory"] = recall.to_wire()
+    limits["payloads_stored"] = workers_store_payloads()
     request = checked_input(
         checked,
         tools,

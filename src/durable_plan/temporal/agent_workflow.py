@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.errors import describe_exception
     from durable_plan.language.options import ToolOptions
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
-    from durable_plan.temporal.admission import Admission
+    from durable_plan.temporal.admission import Admission, json_size
     from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
     from durable_plan.temporal.event_stream import PlanEventStream, workflow_emitter
     from durable_plan.temporal.failures import root_cause
@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         DEFAULT_MAX_TASK_BYTES,
         HOOK_REPLY_SIGNAL,
     )
+    from durable_plan.temporal.payload_limits import MAX_MODEL_INPUT_BYTES, MODEL_INPUT_COPIES
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.policy import CallPolicy, retry_policy
     from durable_plan.temporal.step_activities import ActivityCall, call_activity
@@ -50,6 +51,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.tools.results import tool_result
 
 AGENT_STEP_WORKFLOW_NAME = "AgentStepWorkflow"
+MODEL_INPUT_PATCH = "model-input-guard"
+"""Agent steps that stop before a model call too large to send (recorded ones did not)."""
 MODEL_TIMEOUT_S = 120.0
 MODEL_ATTEMPTS = 3
 """A transient model error is retried by Temporal (it costs no round); a model that
@@ -85,6 +88,8 @@ class AgentStepInput:
     max_task_bytes: int = DEFAULT_MAX_TASK_BYTES
     stream_events: bool = True
     """Publish the loop's rounds and tool calls on this workflow's stream."""
+    payloads_stored: bool = False
+    """Large payloads go to External Storage: no bound on one model call's input."""
 
     def to_wire(self) -> dict[str, Any]:
         """As the data converter encodes it (for measuring what starting it costs)."""
@@ -150,7 +155,9 @@ class AgentStepWorkflow(ApprovalHandlers):
                 MODEL_ATTEMPTS + request.max_interruptions, request.retry_initial_interval_s
             ),
         )
-        agent.hooks.add_callback(BeforeModelCallEvent, lambda _e: self._guard_history(request))
+        agent.hooks.add_callback(
+            BeforeModelCallEvent, lambda e: self._guard_history(request, e.agent)
+        )
         try:
             return await run_agent_step(
                 agent,
@@ -186,7 +193,25 @@ class AgentStepWorkflow(ApprovalHandlers):
         if self.hooks is not None:
             self.hooks.receive(reply)
 
-    def _guard_history(self, request: AgentStepInput) -> None:
+    def _guard_history(self, request: AgentStepInput, agent: Any = None) -> None:
+        if (
+            agent is not None
+            and not request.payloads_stored
+            and workflow.patched(MODEL_INPUT_PATCH)
+        ):
+            # The model activity's input carries the conversation twice (measured with
+            # temporalio-strands-agents 0.1.0: 2,464,341 bytes sent for 1,231,720 of messages).
+            carried = MODEL_INPUT_COPIES * _carried_bytes(getattr(agent, "messages", []))
+            if carried > MAX_MODEL_INPUT_BYTES:
+                raise ApplicationError(
+                    f"agent step '{request.step_id}' stopped after {self.tracker.rounds} "
+                    f"rounds: its next model call would carry {carried // 1024} KiB, over "
+                    "Temporal's 2 MB limit for one payload (the workflow could not send it); "
+                    "give it tools that return less or fewer rounds, or turn on External "
+                    "Storage (durable_plan.protect.payload_storage.PayloadStoragePlugin)",
+                    type="AgentStepInputTooLarge",
+                    non_retryable=True,
+                )
         size = workflow.info().get_current_history_size()
         if size > request.max_history_bytes:
             raise ApplicationError(
@@ -259,6 +284,14 @@ class ActivityTool(NamedTool):
             max_result_bytes=request.max_result_bytes,
             wrapper_retries=policy.retries,
         )
+
+
+def _carried_bytes(messages: Any) -> int:
+    """What the next model call carries, as JSON (a non-JSON part counted by its text)."""
+    try:
+        return json_size(messages)
+    except (TypeError, ValueError):
+        return len(str(messages).encode())
 
 
 def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:

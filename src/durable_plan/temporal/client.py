@@ -44,6 +44,7 @@ from durable_plan.temporal.messages import (
     PlanInput,
     failure_message,
 )
+from durable_plan.temporal.payload_limits import client_stores_payloads
 from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
 from durable_plan.temporal.ui_summary import plan_details, plan_summary
 from durable_plan.tools.approval import ApprovalPolicy
@@ -305,6 +306,7 @@ async def start_plan(
     The web UI shows the plan's steps by level as the workflow's summary, and a table of
     them as its details.
     """
+    extra.setdefault("payloads_stored", client_stores_payloads(client))
     checked, request = _prepare(
         plan,
         registry,

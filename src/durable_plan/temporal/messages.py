@@ -211,6 +211,9 @@ class PlanInput:
     stream_events: bool = True
     """Publish the plan's step events on its Workflow Stream (``PlanHandle.events``); off,
     a subscriber sees nothing and ``progress`` still answers."""
+    payloads_stored: bool = False
+    """Large payloads go to External Storage (set by whoever starts the plan): an agent step
+    may then carry a conversation past Temporal's 2 MB per payload (``payload_limits``)."""
 
     def to_wire(self) -> dict[str, Any]:
         """The workflow's input as JSON: the plan first, then the settings that differ from

@@ -13,6 +13,7 @@ from durable_plan.protect.result_store import ResultStore
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.claim_check import claim_check_activities, worker_store
+from durable_plan.temporal.payload_limits import note_worker_converter
 from durable_plan.temporal.recovery import recover_ledger
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools.registry import ToolRegistry
@@ -67,6 +68,7 @@ def plan_worker(
         "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
         **worker_kwargs,
     }
+    note_worker_converter(client.data_converter)
     return Worker(
         client,
         task_queue=task_queue,

@@ -345,6 +345,7 @@ class PlanWorkflow(ApprovalHandlers):
             hooked_tools=list(route.tools) if route is not None else None,
             max_task_bytes=request.max_task_bytes,
             stream_events=request.stream_events,
+            payloads_stored=request.payloads_stored,
         )
         verdict = await self._admission.enter(json_size(step_input.to_wire()), wanted=wanted)
         if verdict == "withdrawn":
