@@ -51,11 +51,15 @@ for _fn in (read_page, read_chunk, make_blob, measure):
 
 CONVERSATION_PROMPT = "Read the whole campaign log, then summarise it."
 AGENT_PROMPT = "Read the archive chunk by chunk and count them."
+AGENT_PROMPT_32 = "Read the whole archive, 31 chunks, and count them."
+LONG_AGENT_ROUNDS = 32
 SCRIPTS: dict[str, list[TurnLike]] = {
     CONVERSATION_PROMPT: [call("read_page", n=i) for i in range(CONVERSATION_CALLS - 1)]
     + [say("The log is read.")],
     AGENT_PROMPT: [call("read_chunk", n=i) for i in range(AGENT_ROUNDS - 1)]
     + [output({"chunks": AGENT_ROUNDS - 1})],
+    AGENT_PROMPT_32: [call("read_chunk", n=i) for i in range(LONG_AGENT_ROUNDS - 1)]
+    + [output({"chunks": LONG_AGENT_ROUNDS - 1})],
 }
 
 AGENT_PLAN: dict[str, Any] = {
@@ -72,6 +76,19 @@ AGENT_PLAN: dict[str, Any] = {
                 },
                 "tools": ["read_chunk"],
                 "max_iterations": AGENT_ROUNDS,
+            },
+        }
+    ]
+}
+LONG_AGENT_PLAN: dict[str, Any] = {
+    "steps": [
+        {
+            "id": "count",
+            "tool": "agent",
+            "args": {
+                **AGENT_PLAN["steps"][0]["args"],
+                "prompt": AGENT_PROMPT_32,
+                "max_iterations": LONG_AGENT_ROUNDS,
             },
         }
     ]

@@ -7,7 +7,7 @@ RSS is that run's), against one dev server:
 
   (a) a conversation of 100 model calls whose context grows to ~150k tokens (99 tool
       results of 6 KiB; every model call carries the whole conversation)
-  (b) an agent step of 16 rounds reading 64 KiB tool results
+  (b) an agent step of 16 rounds reading 64 KiB tool results (and of 32, the cap now)
   (c) a plan passing a 20 MiB result from one step to the next
 
 Modes: ``claim-check`` (today: our result store for step results, no External Storage),
@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-WORKLOADS = ("a-conversation", "b-agent-step", "c-20mib-result")
+WORKLOADS = ("a-conversation", "b-agent-step", "b-agent-step-32", "c-20mib-result")
 MODES = ("claim-check", "external", "both")
 
 
@@ -43,6 +43,7 @@ async def one(target: str, workload: str, mode: str, store: str) -> dict[str, An
         AGENT_PLAN,
         BLOB_PLAN,
         CONVERSATION_PROMPT,
+        LONG_AGENT_PLAN,
         REGISTRY,
         SCRIPTS,
         StorageBenchConversation,
@@ -89,7 +90,10 @@ async def one(target: str, workload: str, mode: str, store: str) -> dict[str, An
                 )
                 ids.append(wid)
             else:
-                plan = AGENT_PLAN if workload == "b-agent-step" else BLOB_PLAN
+                plan = {
+                    "b-agent-step": AGENT_PLAN,
+                    "b-agent-step-32": LONG_AGENT_PLAN,
+                }.get(workload, BLOB_PLAN)
                 handle = await start_plan(
                     client,
                     plan,
@@ -99,7 +103,7 @@ async def one(target: str, workload: str, mode: str, store: str) -> dict[str, An
                     **plan_options,
                 )
                 ids.append(handle.id)
-                if workload == "b-agent-step":
+                if workload.startswith("b-agent-step"):
                     ids.append(f"{handle.id}/agent/count")
                 result = await handle.result()
                 if not result.ok:

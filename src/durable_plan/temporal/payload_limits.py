@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-MAX_MODEL_INPUT_BYTES = 1_900_000
+MAX_MODEL_INPUT_BYTES = 2_040_000
 """Below Temporal's 2 MB (2,097,152 bytes) per payload, with room for the call's tool specs
 and envelope."""
 MODEL_INPUT_COPIES = 2
