@@ -182,9 +182,16 @@ PARITY_CASES = [ParityCase(c.name, c.plan) for c in PLAN_CASES] + [
     ParityCase(
         "steps_failing_together_stop_at_the_first_in_plan_order",
         {
+            # The first in plan order (s11) fails at once, the others LATER_FAILURE_S later:
+            # durably, failures in flight land in whichever workflow tasks the worker
+            # reports them in (under load, not one), and the first recorded stops the plan.
             "steps": [
-                {"id": f"s{i}", "tool": "fail", "args": {"message": f"s{i}"}}
-                for i in (11, 2, 10, 1)
+                {
+                    "id": f"s{i}",
+                    "tool": "square",
+                    "args": {"x": n, "fail_on": [0, 1, 2, 3]},
+                }
+                for n, i in enumerate((11, 2, 10, 1))
             ]
             + [{"id": "late", "tool": "echo", "after": ["s11"], "args": {"value": 0}}],
         },
