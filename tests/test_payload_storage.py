@@ -299,6 +299,12 @@ async def test_a_conversations_model_calls_and_its_agent_steps_leave_history(
         )
         agent = await client.get_workflow_handle(f"{plan_id}/agent/morale").fetch_history()
     assert output.agent_step_rounds == 3 and "flees" in output.answer
+    start = next(
+        e
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    )
+    assert stored_references(start) == 1, "the plan's input (its tool table) is a reference"
     assert sum(stored_references(e) for e in history.events) >= 2, "model calls"
     assert sum(stored_references(e) for e in agent.events) >= 2, "the agent step's rounds"
 
