@@ -121,10 +121,12 @@ def crash_fail(message: str) -> None:
 def crash_registry(retries: int | None = None) -> ToolRegistry:
     """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
     registry = ToolRegistry()
-    for fn in (crash_work, crash_combine, crash_refund, crash_fail, crash_big):
+    for fn in (crash_work, crash_combine, crash_refund, crash_fail):
         registry.add(
             fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, retries=retries
         )
+    # Its result is stored (External Storage) after it returned: longer than the store.
+    registry.add(crash_big, timeout_s=STORING_S + 3.0, retries=retries)
     return registry
 
 
@@ -238,20 +240,27 @@ STORING_S = 3.0
 
 
 class SlowFileStorageDriver(FileStorageDriver):
-    """Writes the first payload's temporary file, says so in the side-effect log, then
-    lingers before the rename: a kill lands while the payload is being stored. (A store
-    slower than the activity's heartbeat timeout times the attempt out: the completion is
-    stored after the tool returned, when nothing heartbeats.)"""
+    """Writes half of the first payload's temporary file, says so in the side-effect log,
+    lingers, then the rest: a kill lands while the payload is being written. (A store slower
+    than the activity's heartbeat timeout would time the attempt out by itself: the
+    completion is stored after the tool returned, when nothing heartbeats; crash_big's
+    timeout is longer than this.)"""
 
     def _write(self, path: Path, data: bytes) -> None:
         once = self.root.parent / "slowed-once"  # the replacement worker stores at once
         if once.exists():
+            super()._write(path, data)
             return
         once.touch()
-        fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            line = {"step": "store", "event": "storing", "pid": os.getpid(), "t": time.time()}
-            os.write(fd, (json.dumps(line) + "\n").encode())
-        finally:
-            os.close(fd)
-        time.sleep(STORING_S)
+        half = len(data) // 2
+        with path.open("wb") as out:
+            out.write(data[:half])
+            out.flush()
+            fd = os.open(os.environ[LOG_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                line = {"step": "store", "event": "storing", "pid": os.getpid(), "t": time.time()}
+                os.write(fd, (json.dumps(line) + "\n").encode())
+            finally:
+                os.close(fd)
+            time.sleep(STORING_S)
+            out.write(data[half:])

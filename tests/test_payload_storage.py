@@ -65,7 +65,14 @@ async def test_the_file_driver_round_trips_by_content_and_leaves_no_part_files(
     (back,) = await driver.retrieve(StorageDriverRetrieveContext(), [first])
     assert back.data == b"a" * 10
     assert not [p for p in tmp_path.rglob(".part-*")]
-    assert workflow_of(first.claim_data["key"]) == "wf-1"
+    assert workflow_of(first.claim_data["key"]) == ("default", "wf-1")
+    (dots,) = await driver.store(context(".."), [payload(b"d")])
+    assert "/wi/%2E%2E/" in dots.claim_data["key"], "'..' is a name, not a way out"
+    assert workflow_of(dots.claim_data["key"]) == ("default", "..")
+    (back,) = await driver.retrieve(StorageDriverRetrieveContext(), [dots])
+    assert back.data == b"d"
+    (long,) = await driver.store(context("p/" * 150), [payload(b"l")])
+    assert workflow_of(long.claim_data["key"]) is None, "a hashed id is nobody's to sweep"
 
 
 async def test_a_missing_or_altered_payload_is_named(tmp_path: Path) -> None:
@@ -101,6 +108,15 @@ async def test_the_sweep_keeps_running_workflows_payloads(tmp_path: Path) -> Non
     assert [p.name for p in deleted] == [Path(done.claim_data["key"]).name]
     assert (tmp_path / live.claim_data["key"]).exists()
     assert sorted(asked) == ["finished", "running"]
+    (other,) = await driver.store(context("finished"), [payload(b"3")])
+    other_ns = tmp_path / other.claim_data["key"].replace("ns/default", "ns/elsewhere")
+    other_ns.parent.mkdir(parents=True)
+    (tmp_path / other.claim_data["key"]).rename(other_ns)
+    (tmp_path / "v0" / "README").write_text("not a payload")
+    for path in (other_ns, tmp_path / "v0" / "README"):
+        os.utime(path, (old, old))
+    assert driver.sweep(older_than_s=3600, running=running, namespace="default") == []
+    assert other_ns.exists() and (tmp_path / "v0" / "README").exists()
 
 
 def test_the_store_setting_chooses_the_driver(tmp_path: Path) -> None:
@@ -372,7 +388,10 @@ async def test_a_worker_killed_while_storing_loses_nothing(
         )
     assert result.ok, result.ledger
     assert result.returned["big"] == {"text": "b" * 300 * 1024}
-    assert result.outcome("big").attempts == 2
+    assert result.outcome("big").attempts == 2, "the kill, not a timeout, lost the first"
+    runs = [e for e in read_log(log) if e.get("step") == "big" and e["event"] == "start"]
+    assert [e["pid"] for e in runs] == [first.proc.pid, _second.proc.pid]
+    assert [p for p in store.rglob(".part-*")], "the killed worker's half-written file"
     for file in store.rglob("*"):
         if file.is_file() and not file.name.startswith(".part-"):
             digest = hashlib.sha256(file.read_bytes()).hexdigest()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import itertools
 import os
 import tempfile
 import time
@@ -54,8 +53,18 @@ class MissingStoredPayload(RuntimeError):
     """A reference in history whose stored payload is gone (deleted, expired, elsewhere)."""
 
 
+MAX_SEGMENT_BYTES = 200
+HASHED = "~"
+
+
 def _segment(value: str | None) -> str:
-    return urllib.parse.quote(value or "null", safe="") or "null"
+    """A key segment: percent-encoded (dots too, so ``.`` and ``..`` stay names), and an
+    id too long for a file name as ``~<digest>`` (the sweep keeps those: it cannot tell
+    whose they are)."""
+    text = urllib.parse.quote(value or "null", safe="").replace(".", "%2E") or "null"
+    if len(text.encode()) > MAX_SEGMENT_BYTES:
+        return HASHED + hashlib.sha256(text.encode()).hexdigest()[:40]
+    return text
 
 
 def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
@@ -70,11 +79,7 @@ def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
     elif isinstance(target, StorageDriverActivityInfo):
         parts.append(f"at/{_segment(target.type)}/ai/{_segment(target.id)}")
         parts.append(f"ri/{_segment(target.run_id)}")
-    key = "/".join([*parts, f"d/sha256/{digest}"])
-    # A file name may not exceed 255 bytes: long ids fall back to the namespace's digest key.
-    if any(len(part.encode()) > 255 for part in key.split("/")):
-        return f"v0/ns/{_segment(target.namespace)}/d/sha256/{digest}"
-    return key
+    return "/".join([*parts, f"d/sha256/{digest}"])
 
 
 class FileStorageDriver(StorageDriver):
@@ -109,9 +114,8 @@ class FileStorageDriver(StorageDriver):
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+                os.close(fd)
                 try:
-                    with os.fdopen(fd, "wb") as out:
-                        out.write(data)
                     self._write(Path(tmp), data)
                     os.replace(tmp, path)
                 except BaseException:
@@ -126,7 +130,12 @@ class FileStorageDriver(StorageDriver):
         return await asyncio.to_thread(self._retrieve_all, list(claims))
 
     def _write(self, path: Path, data: bytes) -> None:
-        """After the temporary file is written, before it takes its name (a test's hook)."""
+        """The temporary file's bytes, on disk before it takes its name (a machine that
+        crashes right after the rename must not leave an empty file under a key)."""
+        with path.open("wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
 
     def _retrieve_all(self, claims: list[StorageDriverClaim]) -> list[Payload]:
         payloads = []
@@ -150,9 +159,16 @@ class FileStorageDriver(StorageDriver):
             payloads.append(payload)
         return payloads
 
-    def sweep(self, older_than_s: float, running: Callable[[str], bool]) -> list[Path]:
-        """Delete payloads older than ``older_than_s`` whose workflow is not running
-        (``running(workflow_id)``, asked once per workflow); the deleted files."""
+    def sweep(
+        self,
+        older_than_s: float,
+        running: Callable[[str], bool] | None,
+        namespace: str | None = None,
+    ) -> list[Path]:
+        """Delete stored payloads older than ``older_than_s`` whose workflow is not running
+        (``running(workflow_id)``, asked once per workflow, for keys of ``namespace``; the
+        others are kept). ``running=None``: by age alone. Payloads whose workflow cannot be
+        told (activities', hashed ids) are kept unless by age alone. The deleted files."""
         base = self.root / "v0"
         if not base.is_dir():
             return []
@@ -160,26 +176,44 @@ class FileStorageDriver(StorageDriver):
         deleted: list[Path] = []
         verdicts: dict[str, bool] = {}
         for path in base.rglob("*"):
-            if not path.is_file() or path.stat().st_mtime > deadline:
+            if not path.is_file() or not _is_payload_file(path):
                 continue
-            workflow_id = workflow_of(path.relative_to(self.root).as_posix())
-            if workflow_id is not None:
-                if workflow_id not in verdicts:
-                    verdicts[workflow_id] = running(workflow_id)
-                if verdicts[workflow_id]:
+            if path.stat().st_mtime > deadline:
+                continue
+            if running is not None:
+                owner = workflow_of(path.relative_to(self.root).as_posix())
+                if owner is None or (namespace is not None and owner[0] != namespace):
+                    continue
+                if owner[1] not in verdicts:
+                    verdicts[owner[1]] = running(owner[1])
+                if verdicts[owner[1]]:
                     continue
             path.unlink(missing_ok=True)
             deleted.append(path)
         return deleted
 
 
-def workflow_of(key: str) -> str | None:
-    """The workflow id a key belongs to (``wi/<id>``), or None (an activity's, no target)."""
+def workflow_of(key: str) -> tuple[str, str] | None:
+    """``(namespace, workflow id)`` of a workflow's key (``v0/ns/<ns>/wt/<type>/wi/<id>/...``,
+    read by position), or None (an activity's, no target, a hashed id)."""
     parts = key.split("/")
-    for marker, value in itertools.pairwise(parts):
-        if marker == "wi":
-            return urllib.parse.unquote(value)
-    return None
+    if len(parts) < 7 or parts[0] != "v0" or parts[1] != "ns" or parts[3] != "wt":
+        return None
+    if parts[5] != "wi" or parts[6].startswith(HASHED):
+        return None
+    return urllib.parse.unquote(parts[2]), urllib.parse.unquote(parts[6])
+
+
+def _is_payload_file(path: Path) -> bool:
+    """A stored payload (``.../d/sha256/<64 hex>``) or a temporary one: all a sweep deletes."""
+    if path.name.startswith(".part-"):
+        return True
+    return (
+        path.parent.name == "sha256"
+        and path.parent.parent.name == "d"
+        and len(path.name) == 64
+        and all(c in "0123456789abcdef" for c in path.name)
+    )
 
 
 class Boto3S3Client(S3StorageDriverClient):
@@ -276,13 +310,26 @@ class PayloadStoragePlugin(SimplePlugin):
         return dataclasses.replace(base, external_storage=self.storage)
 
 
-def storage_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    return (environ or os.environ).get(STORAGE_ENV, "").strip().lower() not in ("off", "0")
+def storage_enabled(address: str | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """On when ``DURABLE_PLAN_PAYLOAD_STORAGE=on``, or (unless it says ``off``) when
+    ``$DURABLE_PLAN_STORE`` names the store every worker and client shares, or when the
+    server is on this machine (the embedded default, a directory here, serves only it)."""
+    from durable_plan.protect.result_store import STORE_ENV
+
+    env = environ if environ is not None else os.environ
+    setting = env.get(STORAGE_ENV, "").strip().lower()
+    if setting in ("off", "0", "false"):
+        return False
+    if setting in ("on", "1", "true") or env.get(STORE_ENV):
+        return True
+    host = (address or "").rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1")
 
 
-def with_payload_storage(plugins: Iterable[Any]) -> list[Any]:
-    """``plugins`` plus ``PayloadStoragePlugin`` unless one is there or it is turned off."""
+def with_payload_storage(plugins: Iterable[Any], address: str | None = None) -> list[Any]:
+    """``plugins`` plus ``PayloadStoragePlugin`` when storage is on (``storage_enabled``)
+    and none is there yet."""
     listed = list(plugins)
-    if not storage_enabled() or any(isinstance(p, PayloadStoragePlugin) for p in listed):
+    if not storage_enabled(address) or any(isinstance(p, PayloadStoragePlugin) for p in listed):
         return listed
     return [*listed, PayloadStoragePlugin()]

@@ -254,7 +254,7 @@ async def connect(
     if payload_storage:
         from durable_plan.protect.payload_storage import with_payload_storage
 
-        kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()))
+        kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()), target)
     if encrypt is not False:
         from durable_plan.protect.encryption import EncryptionPlugin, KeyConfigError, keyring_for
 

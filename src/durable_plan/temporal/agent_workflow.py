@@ -9,14 +9,16 @@ idempotency key (``<this workflow id>/<round>/<tool>/<n>``) and approval gate.
 A crashed worker resumes the loop from history: no model round and no
 completed tool call runs twice.
 
-History grows with the square of the rounds (each model call carries the
-whole conversation). ``MAX_ITERATIONS`` keeps ordinary loops far from
-Temporal's limits; a loop whose history still passes ``max_history_bytes``
-fails before its next model call, with a message that says so.
+Each model call carries the whole conversation: with External Storage those calls are
+references and history grows with the rounds; without it, with their square.
+``MAX_ITERATIONS`` keeps ordinary loops far from Temporal's limits; a loop whose history
+still passes ``max_history_bytes``, or whose next model call would pass Temporal's 2 MB per
+payload, fails before that call, with a message that says so.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -32,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.errors import describe_exception
     from durable_plan.language.options import ToolOptions
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
-    from durable_plan.temporal.admission import Admission, json_size
+    from durable_plan.temporal.admission import Admission
     from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
     from durable_plan.temporal.event_stream import PlanEventStream, workflow_emitter
     from durable_plan.temporal.failures import root_cause
@@ -201,7 +203,12 @@ class AgentStepWorkflow(ApprovalHandlers):
         ):
             # The model activity's input carries the conversation twice (measured with
             # temporalio-strands-agents 0.1.0: 2,464,341 bytes sent for 1,231,720 of messages).
-            carried = MODEL_INPUT_COPIES * _carried_bytes(getattr(agent, "messages", []))
+            sent = {
+                "messages": getattr(agent, "messages", []),
+                "system_prompt": getattr(agent, "system_prompt", None),
+                "tool_specs": _tool_specs(agent),
+            }
+            carried = MODEL_INPUT_COPIES * _carried_bytes(sent)
             if carried > MAX_MODEL_INPUT_BYTES:
                 raise ApplicationError(
                     f"agent step '{request.step_id}' stopped after {self.tracker.rounds} "
@@ -286,12 +293,20 @@ class ActivityTool(NamedTool):
         )
 
 
-def _carried_bytes(messages: Any) -> int:
-    """What the next model call carries, as JSON (a non-JSON part counted by its text)."""
+def _carried_bytes(value: Any) -> int:
+    """What the next model call carries, as UTF-8 JSON (a non-JSON part by its text)."""
     try:
-        return json_size(messages)
+        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
     except (TypeError, ValueError):
-        return len(str(messages).encode())
+        return len(str(value).encode())
+
+
+def _tool_specs(agent: Any) -> Any:
+    registry = getattr(agent, "tool_registry", None)
+    try:
+        return registry.get_all_tool_specs() if registry is not None else []
+    except Exception:  # a registry of another shape: count nothing for it
+        return []
 
 
 def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:

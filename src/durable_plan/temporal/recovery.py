@@ -219,8 +219,8 @@ async def recover_ledger(request: dict[str, Any]) -> dict[str, Any]:
         return list(converter.payload_converter.from_payloads(list(payloads)))
 
     events = list(history.events)
-    if converter.payload_codec is not None:
-        # Encrypted (or otherwise encoded) payloads: decode them first, event by event.
+    if converter.payload_codec is not None or converter.external_storage is not None:
+        # Stored or encrypted payloads: retrieve and decode them first, event by event.
         await _decode_events(events, converter)
     return salvage_to_wire(salvage_from_history(events, decode_sync))
 
@@ -233,7 +233,11 @@ async def _decode_events(events: list[Any], converter: Any) -> None:
             if not event.HasField(attrs_name):
                 continue
             payloads: Payloads = getattr(getattr(event, attrs_name), field_name)
-            if payloads.payloads:
+            if not payloads.payloads:
+                continue
+            if converter.external_storage is not None:  # references -> the stored payloads
+                await converter.external_storage._retrieve_payloads(payloads)
+            if converter.payload_codec is not None:
                 decoded = await converter.payload_codec.decode(list(payloads.payloads))
                 del payloads.payloads[:]
                 payloads.payloads.extend(decoded)

@@ -43,6 +43,9 @@ async def connect(
         address = check_address(address)
     except BadAddress as exc:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
+    from durable_plan.protect.payload_storage import with_payload_storage
+
+    kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()), address)
     keys = keyring(encrypt)
     if keys is not None:
         from durable_plan.protect.encryption import EncryptionPlugin

@@ -103,10 +103,14 @@ def _sweep_payloads(
     if not isinstance(driver, FileStorageDriver):
         return
 
-    def running(workflow_id: str) -> bool:
-        return is_running is not None and is_running(workflow_id, None)
+    running = None
+    if is_running is not None:
+        check = is_running
 
-    deleted = driver.sweep(older_than, running)
+        def running(workflow_id: str) -> bool:
+            return check(workflow_id, None)
+
+    deleted = driver.sweep(older_than, running, namespace=args.namespace)
     kept = "" if is_running is None else ", keeping those of running workflows"
     where = driver.root
     print(
