@@ -237,7 +237,7 @@ async def test_a_tool_error_goes_back_into_the_loop() -> None:
         (
             {"prompt": "x", "output_schema": MORALE, "max_iterations": 0},
             "args.max_iterations",
-            "from 1 to 16",
+            "from 1 to 32",
         ),
         ({"prompt": "x", "output_schema": MORALE, "promt": "y"}, "args.promt", "did you mean"),
         ({"prompt": "{{ steps.ghost.x }}", "output_schema": MORALE}, "args.prompt", "ghost"),

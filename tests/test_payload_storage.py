@@ -450,3 +450,33 @@ async def test_without_storage_an_agent_step_too_large_to_send_ends_clearly(
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.ok, result.ledger
     assert result.returned["read"]["iterations"] == 13
+
+
+def test_the_raised_round_cap_and_the_old_one_for_recorded_workflows() -> None:
+    """32 rounds now; workflow code recorded before the raise (no ``agent-rounds-32``
+    marker) checks with 16, so a plan it refused is refused again on replay."""
+    from dataclasses import replace
+
+    from durable_plan.check import ToolCatalog, check_plan
+    from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS, MAX_ITERATIONS
+    from durable_plan.language.errors import PlanRejected
+
+    plan = {
+        "steps": [
+            {
+                "id": "read",
+                "tool": "agent",
+                "args": {
+                    "prompt": "p",
+                    "output_schema": {"type": "object"},
+                    "tools": ["page"],
+                    "max_iterations": 24,
+                },
+            }
+        ]
+    }
+    catalog = replace(ToolCatalog.of(["page"]), default_model="m")
+    assert (MAX_ITERATIONS, LEGACY_MAX_ITERATIONS) == (32, 16)
+    check_plan(plan, catalog=catalog, durable=True)
+    with pytest.raises(PlanRejected, match="from 1 to 16"):
+        check_plan(plan, catalog=replace(catalog, max_agent_rounds=16), durable=True)

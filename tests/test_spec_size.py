@@ -157,7 +157,7 @@ def test_an_agent_step_without_output_schema_gets_the_shape_and_the_rules() -> N
     assert exc.rules == [AGENT_RULES] and text.endswith(AGENT_RULES)
     for moved in (
         '"max_iterations"',
-        "default 8, at most 16",
+        "default 8, at most 32",
         '"tools_called"',
         "steps.<id>.final ? steps.<id>.output.<field> : false",
         "literals in args, not bind",

@@ -35,6 +35,8 @@ class AgentCatalogView:
     """Model-name patterns a step may name (None: any name)."""
     refused: Mapping[str, str] | None = None
     """Tools that exist but may not be planned, and why (a person's approval, say)."""
+    max_rounds: int = MAX_ITERATIONS
+    """The most max_iterations a step may ask (``ToolCatalog.max_agent_rounds``)."""
 
 
 def check_agent_args(
@@ -73,7 +75,7 @@ def check_agent_args(
             report("bad_argument", f"'{name}' must be a string", "write it as text", f"args.{name}")
     _check_schema(args, report)
     _check_tools(args.get("tools"), "tools" in args, view, report)
-    _check_iterations(args, report)
+    _check_iterations(args, report, view.max_rounds)
     model = args.get("model")
     if "model" in args and not (isinstance(model, str) and model):
         report("bad_argument", "'model' must be a model name", "name a model", "args.model")
@@ -172,14 +174,14 @@ def _check_tools(tools: Any, given: bool, view: AgentCatalogView, report: Report
             )
 
 
-def _check_iterations(args: Mapping[str, Any], report: Report) -> None:
+def _check_iterations(args: Mapping[str, Any], report: Report, cap: int) -> None:
     if "max_iterations" not in args:
         return
     value = args["max_iterations"]
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ITERATIONS:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
         report(
             "bad_argument",
-            f"max_iterations must be a whole number from 1 to {MAX_ITERATIONS}",
-            f"use 1..{MAX_ITERATIONS} (each round is one model call)",
+            f"max_iterations must be a whole number from 1 to {cap}",
+            f"use 1..{cap} (each round is one model call)",
             "args.max_iterations",
         )

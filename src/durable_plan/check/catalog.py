@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from durable_plan.language.agent_step import MAX_ITERATIONS
 from durable_plan.language.options import ToolOptions
 
 
@@ -29,6 +30,9 @@ class ToolCatalog:
     tools: Mapping[str, ToolSpec] = field(default_factory=dict)
     default_model: str | None = None
     """The model of an agent step that names none (the runner's default), if any."""
+    max_agent_rounds: int = MAX_ITERATIONS
+    """The most ``max_iterations`` an agent step may ask (workflow code recorded before the
+    cap was raised checks with the old one)."""
     models: Sequence[str] | None = None
     """Model-name patterns an agent step may name in ``model`` (the owner's allow-list;
     the default model needs no name). None: any name (plans checked before the list)."""

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from durable_plan.check.agent_args import AgentCatalogView, check_agent_args
 from durable_plan.check.arguments import ArgumentChecks
 from durable_plan.check.base import _UNION_TAGS
-from durable_plan.language.agent_step import AGENT_RULES, AGENT_TOOL
+from durable_plan.language.agent_step import AGENT_RULES, AGENT_TOOL, MAX_ITERATIONS
 from durable_plan.language.control_steps import (
     BODY_FIELDS,
     CONTROL,
@@ -87,6 +87,7 @@ class KindChecks(ArgumentChecks):
             refused={n: t.refused for n, t in catalog.tools.items() if t.refused}
             if catalog is not None
             else None,
+            max_rounds=catalog.max_agent_rounds if catalog is not None else MAX_ITERATIONS,
         )
 
         def report(code: Any, message: str, fix: str, fld: str) -> None:

@@ -27,6 +27,7 @@ from strands.types.tools import ToolResult, ToolUse
 from temporalio import workflow
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS, ROUNDS_PATCH
 from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
@@ -407,6 +408,10 @@ def _check(
 ) -> CheckedPlan:
     if not durable:
         return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior)
+    # A conversation recorded before the raised cap checks with the old one (on replay, a
+    # plan it refused must be refused again).
+    if not workflow.patched(ROUNDS_PATCH):
+        catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
     # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
     with workflow.unsafe.imports_passed_through():
         return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True, prior=prior)

@@ -34,7 +34,12 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-    from durable_plan.language.agent_step import AGENT_TOOL, agent_step_spec
+    from durable_plan.language.agent_step import (
+        AGENT_TOOL,
+        LEGACY_MAX_ITERATIONS,
+        ROUNDS_PATCH,
+        agent_step_spec,
+    )
     from durable_plan.language.control_steps import LOOPS
     from durable_plan.language.errors import PlanRejected, StepError
     from durable_plan.run.calls import StepCall
@@ -172,6 +177,8 @@ class PlanWorkflow(ApprovalHandlers):
         catalog = replace(
             catalog, default_model=request.default_model, models=request.allowed_models
         )
+        if not workflow.patched(ROUNDS_PATCH):  # plans recorded before the raised cap
+            catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
         if request.memory is not None:
             self._recall = Recall.from_wire(request.memory, reusable_tools(request.tools))
         prior = self._recall.prior_ids if self._recall is not None else None
