@@ -272,3 +272,19 @@ def task_queue(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def workflow_id(request: pytest.FixtureRequest) -> str:
     return _unique(request, "wf")
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3-compatible HTTP server on a free loopback port (the S3 stores' tests)."""
+    from moto.server import ThreadedMotoServer
+
+    from durable_plan.server.devserver import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

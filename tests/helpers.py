@@ -347,3 +347,16 @@ async def acli_subprocess(
 ) -> tuple[int, str, str]:
     """``spawn_cli`` then ``finish``: the subprocess, without blocking the event loop."""
     return await finish(await spawn_cli(*args, env=env), timeout)
+
+
+def s3_client(endpoint: str) -> Any:
+    """A boto3 S3 client for moto's server at ``endpoint`` (the ``s3_endpoint`` fixture)."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )

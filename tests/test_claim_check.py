@@ -11,11 +11,9 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
@@ -33,9 +31,9 @@ from durable_plan.protect.result_store import (
     store_from_env,
 )
 from durable_plan.run.references import is_reference
-from durable_plan.server.devserver import free_port
 from durable_plan.temporal import PlanWorkflow, plan_worker, run_plan, start_plan
 from durable_plan.tools.registry import ToolRegistry
+from tests.helpers import s3_client as _s3_client
 from tests.helpers import until_phase
 
 MIB = 1024 * 1024
@@ -453,30 +451,6 @@ def test_store_from_env(tmp_path: Path) -> None:
     assert isinstance(s3, S3ResultStore) and (s3.bucket, s3.prefix) == ("bucket", "some/prefix")
     with pytest.raises(ValueError, match="name a bucket"):
         store_from_env("s3://")
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    """moto's S3-compatible HTTP server on a free loopback port."""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-def _s3_client(endpoint: str) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
 
 
 def test_s3_store_put_get_delete_and_sweep(s3_endpoint: str) -> None:

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
@@ -36,9 +35,9 @@ from durable_plan.protect.payload_storage import (
     storage_driver,
     workflow_of,
 )
-from durable_plan.server.devserver import free_port
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.tools.registry import ToolRegistry
+from tests.helpers import s3_client as _s3_client
 
 THRESHOLD = 64 * 1024
 
@@ -130,27 +129,8 @@ def test_the_store_setting_chooses_the_driver(tmp_path: Path) -> None:
 # -- the S3 driver over boto3, against moto ----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
 async def test_the_s3_driver_round_trips_under_its_prefix(s3_endpoint: str) -> None:
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    s3 = _s3_client(s3_endpoint)
     s3.create_bucket(Bucket="payloads")
     driver = s3_driver("payloads", "plans/payloads", client=s3)
     (claim,) = await driver.store(context(), [payload(b"z" * 1000)])
@@ -328,13 +308,7 @@ async def test_a_conversations_model_calls_and_its_agent_steps_leave_history(
 async def test_a_plan_through_the_s3_driver(
     temporal_target: str, task_queue: str, s3_endpoint: str
 ) -> None:
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    s3 = _s3_client(s3_endpoint)
     s3.create_bucket(Bucket="plans")
     result, size, refs = await run_with_storage(
         temporal_target, task_queue, s3_driver("plans", "payloads", client=s3)
