@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -165,18 +165,8 @@ async def plan_events(
         except BaseException as exc:  # handed to the reader, who raises it
             await queue.put(exc)
 
-    reader = asyncio.create_task(follow_plan())
-    try:
-        while (item := await queue.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        reader.cancel()
-        for task, _ in children.values():
-            task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.gather(reader, *(t for t, _ in children.values()))
+    async for item in _merged(queue, follow_plan(), lambda: [t for t, _ in children.values()]):
+        yield item
 
 
 async def conversation_events(
@@ -213,7 +203,19 @@ async def conversation_events(
         except BaseException as exc:
             await queue.put(exc)
 
-    reader = asyncio.create_task(announcements())
+    async for item in _merged(queue, announcements(), lambda: plans):
+        yield item
+
+
+async def _merged(
+    queue: asyncio.Queue[PlanEvent | BaseException | None],
+    lead: Coroutine[Any, Any, None],
+    helpers: Callable[[], list[asyncio.Task[None]]],
+) -> AsyncIterator[PlanEvent]:
+    """What ``lead`` and the readers it starts (``helpers()``) put on ``queue``, until it
+    puts None; an exception put there is raised here. Every reader ends with the
+    iteration, however it ends."""
+    reader = asyncio.create_task(lead)
     try:
         while (item := await queue.get()) is not None:
             if isinstance(item, BaseException):
@@ -221,7 +223,8 @@ async def conversation_events(
             yield item
     finally:
         reader.cancel()
-        for task in plans:
+        started = helpers()
+        for task in started:
             task.cancel()
         with contextlib.suppress(BaseException):
-            await asyncio.gather(reader, *plans)
+            await asyncio.gather(reader, *started)
