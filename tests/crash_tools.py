@@ -118,9 +118,13 @@ def crash_fail(message: str) -> None:
     raise RuntimeError(message)
 
 
-def crash_registry(retries: int | None = None) -> ToolRegistry:
-    """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast."""
+def crash_registry(retries: int | None = None, route: str | None = None) -> ToolRegistry:
+    """The crash tools with a short heartbeat timeout, so a dead worker is noticed fast.
+
+    ``route``: ``crash_combine`` runs on that task queue (a ``tool_worker``'s)."""
     registry = ToolRegistry()
+    if route is not None:
+        registry.route("crash_combine", route)
     for fn in (crash_work, crash_combine, crash_refund, crash_fail):
         registry.add(
             fn, timeout_s=TIMEOUT_S, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S, retries=retries

@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 
 from temporalio.client import Client  # noqa: E402
 
-from durable_plan.temporal import plan_worker  # noqa: E402
+from durable_plan.temporal import plan_worker, tool_worker  # noqa: E402
 from tests.crash_tools import SLOW_STORE_ENV, crash_registry  # noqa: E402
 
 SPANS_ENV = "DURABLE_PLAN_SPANS_FILE"
@@ -37,7 +37,14 @@ SPANS_ENV = "DURABLE_PLAN_SPANS_FILE"
 
 
 async def main(
-    target: str, task_queue: str, namespace: str, hold: bool, agents: bool, mcp: bool = False
+    target: str,
+    task_queue: str,
+    namespace: str,
+    hold: bool,
+    agents: bool,
+    mcp: bool = False,
+    route: str | None = None,
+    tools_only: bool = False,
 ) -> None:
     plugins: list[Any] = []
     if mcp:
@@ -74,15 +81,20 @@ async def main(
     client = await Client.connect(target, namespace=namespace, plugins=plugins)
     if mcp:
         await _connect_mcp_server()
-    worker = plan_worker(
-        client,
-        task_queue=task_queue,
-        registry=crash_registry(),
-        # A SIGKILLed worker never tells the server it is gone: its cached workflows'
-        # next tasks go to its sticky queue and wait this long before falling back to
-        # the shared queue the replacement worker polls (default: 10 s).
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
-    )
+    registry = crash_registry(route=route)
+    if tools_only:  # the routed tool's own worker: its activities, no workflows
+        assert route is not None, "--tools-only serves the --route queue"
+        worker = tool_worker(client, task_queue=route, registry=registry)
+    else:
+        worker = plan_worker(
+            client,
+            task_queue=task_queue,
+            registry=registry,
+            # A SIGKILLed worker never tells the server it is gone: its cached workflows'
+            # next tasks go to its sticky queue and wait this long before falling back to
+            # the shared queue the replacement worker polls (default: 10 s).
+            sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+        )
     stop = asyncio.Event()
     go = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -137,7 +149,18 @@ if __name__ == "__main__":
     parser.add_argument("--hold", action="store_true", help="poll only after a line on stdin")
     parser.add_argument("--agents", action="store_true", help="register the scripted model")
     parser.add_argument("--mcp", action="store_true", help="register the test MCP server")
+    parser.add_argument("--route", help="crash_combine runs on this task queue")
+    parser.add_argument("--tools-only", action="store_true", help="serve the --route queue")
     args = parser.parse_args()
     asyncio.run(
-        main(args.target, args.task_queue, args.namespace, args.hold, args.agents, args.mcp)
+        main(
+            args.target,
+            args.task_queue,
+            args.namespace,
+            args.hold,
+            args.agents,
+            args.mcp,
+            args.route,
+            args.tools_only,
+        )
     )

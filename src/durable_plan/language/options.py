@@ -51,6 +51,16 @@ class ToolOptions:
     ``<server>__<tool>``)."""
     mcp_task_queue: str | None = None
     """``kind="mcp"``: the task queue of the server's activities (None: the plan's)."""
+    task_queue: str | None = None
+    """The task queue this tool's calls run on, whatever the plan's (None: the plan's own);
+    its workers (``tool_worker``) are the only ones that need its code and credentials."""
+    max_concurrent: int | None = None
+    """At most this many calls at once per worker of the tool's queue (the worker's
+    ``max_concurrent_activities``); needs ``task_queue``."""
+    max_per_second: float | None = None
+    """At most this many calls started per second across every plan (the server's rate
+    limit of the tool's queue, ``max_task_queue_activities_per_second``); needs
+    ``task_queue``."""
 
     def positional(self, args: dict[str, Any]) -> list[Any]:
         """An existing activity's arguments in signature order, with its own defaults.
@@ -67,4 +77,6 @@ class ToolOptions:
     def may_run_local(self) -> bool:
         """Existing activities and MCP calls always run as registered (an MCP call is the
         server's own activity); others where the owner allows."""
+        if self.task_queue is not None:  # a local activity runs on the plan's worker
+            return False
         return self.kind not in ("activity", "mcp") and (self.local or self.allow_local)

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "PlanInput": "durable_plan.temporal.messages",
     "PLAN_WORKFLOW_NAME": "durable_plan.temporal.messages",
     "plan_worker": "durable_plan.temporal.worker",
+    "tool_worker": "durable_plan.temporal.worker",
     "PlanWorkflow": "durable_plan.temporal.workflow",
     "JsonLinesExporter": "durable_plan.temporal.tracing",
     "tracing_plugin": "durable_plan.temporal.tracing",
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     )
     from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME, ApprovalDecision, PlanInput
     from durable_plan.temporal.tracing import JsonLinesExporter, tracing_plugin
-    from durable_plan.temporal.worker import plan_worker
+    from durable_plan.temporal.worker import plan_worker, tool_worker
     from durable_plan.temporal.workflow import PlanWorkflow
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "run_plan",
     "start_plan",
     "tool_activity",
+    "tool_worker",
     "tracing_plugin",
 ]
 

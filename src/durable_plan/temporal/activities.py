@@ -14,7 +14,7 @@ import contextlib
 import contextvars
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from durable_plan.temporal.claim_check import (
     worker_store,
 )
 from durable_plan.temporal.messages import StepRequest, StepResponse
-from durable_plan.tools.registry import Tool, ToolArgumentError, ToolRegistry
+from durable_plan.tools.registry import Tool, ToolArgumentError
 
 
 @dataclass(frozen=True)
@@ -193,14 +193,15 @@ class _NoAgent:
 
 
 def registry_activities(
-    registry: ToolRegistry, store: ResultStore | None = None
+    registry: Iterable[Tool], store: ResultStore | None = None
 ) -> list[Callable[..., Any]]:
     """Every tool's activity: wrappers for functions, existing activities as they are (MCP
-    tools have none here: ``StrandsPlugin(mcp_clients=...)`` registers their server's)."""
+    tools have none here: ``StrandsPlugin(mcp_clients=...)`` registers their server's;
+    declared tools neither: their queue's workers have their code)."""
     return [
         t.target if t.kind == "activity" else tool_activity(t, store)
         for t in registry
-        if t.kind != "mcp"
+        if t.kind != "mcp" and t.target is not None
     ]
 
 

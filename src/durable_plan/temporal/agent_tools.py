@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError
 
 from durable_plan.language.errors import describe_exception
 from durable_plan.temporal.messages import StepRequest, StepResponse, failure_message
-from durable_plan.temporal.policy import retry_policy
+from durable_plan.temporal.policy import CallPolicy, retry_policy
 from durable_plan.tools.named_tool import NamedTool
 from durable_plan.tools.registry import Tool, ToolRegistry
 from durable_plan.tools.results import tool_result
@@ -52,16 +52,15 @@ class DurableTool(NamedTool):
 
     async def _run_activity(self, tool_use_id: str, args: dict[str, Any]) -> Any:
         options = self._tool.options
-        heartbeat = options.heartbeat_timeout_s
+        where = CallPolicy.of(options).remote_options(self._task_queue, workflow.info().workflow_id)
         wire = await workflow.execute_activity(
             self._tool.name,
             StepRequest(step_id=f"direct/{tool_use_id}", args=args).to_wire(),
             result_type=dict,
             start_to_close_timeout=timedelta(seconds=options.timeout_s),
-            heartbeat_timeout=timedelta(seconds=heartbeat) if heartbeat else None,
             retry_policy=retry_policy(options.retries + 1),
-            task_queue=self._task_queue,
             summary=f"direct: {self._tool.name}",
+            **where,
         )
         return StepResponse.from_wire(wire).result
 

@@ -92,6 +92,10 @@ class AgentStepInput:
     """Publish the loop's rounds and tool calls on this workflow's stream."""
     payloads_stored: bool = False
     """Large payloads go to External Storage: no bound on one model call's input."""
+    fairness_key: str | None = None
+    """Whose calls these are where a limited tool's calls wait (the plan's key)."""
+    model_task_queue: str | None = None
+    """Where the model calls run (None: this workflow's queue)."""
 
     def to_wire(self) -> dict[str, Any]:
         """As the data converter encodes it (for measuring what starting it costs)."""
@@ -141,6 +145,7 @@ class AgentStepWorkflow(ApprovalHandlers):
         self.hooks = HookAsker(route, self.admission)
         agent = TemporalAgent(
             model=request.model,
+            task_queue=request.model_task_queue,
             tools=[
                 ActivityTool(name, options, request, self)
                 for name, options in request.tools.items()
@@ -290,6 +295,7 @@ class ActivityTool(NamedTool):
             initial_interval_s=request.retry_initial_interval_s,
             max_result_bytes=request.max_result_bytes,
             wrapper_retries=policy.retries,
+            fairness_key=request.fairness_key,
         )
 
 

@@ -80,10 +80,15 @@ def no_worker_message(task_queue: str, address: str, fix: str | None = None) -> 
 
 
 async def task_queue_has_pollers(
-    client: Client, task_queue: str, *, grace_s: float = WORKER_GRACE_S
+    client: Client,
+    task_queue: str,
+    *,
+    grace_s: float = WORKER_GRACE_S,
+    activities: bool = False,
 ) -> bool:
-    """True if a worker polls ``task_queue`` for workflow tasks (asked again for up to
-    ``grace_s`` seconds before answering False, so a worker that is starting counts).
+    """True if a worker polls ``task_queue`` for workflow tasks (``activities``: activity
+    tasks, as a ``tool_worker`` does) (asked again for up to ``grace_s`` seconds before
+    answering False, so a worker that is starting counts).
 
     The server remembers a poller for a few minutes, so a worker that stopped a moment ago
     still counts: this catches "no worker was ever started", not every crash.
@@ -91,7 +96,9 @@ async def task_queue_has_pollers(
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,
         task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+        if activities
+        else TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace_s
@@ -104,13 +111,60 @@ async def task_queue_has_pollers(
         await asyncio.sleep(min(0.1, grace_s))
 
 
-async def _worker_seen(client: Client, task_queue: str) -> bool:
+async def _worker_seen(client: Client, task_queue: str, *, activities: bool = False) -> bool:
     """`task_queue_has_pollers`, or True when the server will not say (a namespace whose
     credentials may not describe task queues): the check is a courtesy, never a failure."""
     try:
-        return await task_queue_has_pollers(client, task_queue)
+        return await task_queue_has_pollers(client, task_queue, activities=activities)
     except RPCError:
         return True
+
+
+def tool_queues(plan: Mapping[str, Any], tools: Mapping[str, ToolOptions]) -> dict[str, list[str]]:
+    """The task queues of their own that the plan's tools run on, with the tools on each
+    (steps, map bodies and agent steps' tools alike): those whose workers it needs."""
+    named: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if key == "tool" and isinstance(item, str):
+                    named.add(item)
+                elif key == "tools" and isinstance(item, list):
+                    named.update(t for t in item if isinstance(t, str))
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(plan)
+    queues: dict[str, list[str]] = {}
+    for name in sorted(named):
+        queue = tools[name].task_queue if name in tools else None
+        if queue is not None:
+            queues.setdefault(queue, []).append(name)
+    return queues
+
+
+async def _warn_tool_queues(client: Client, request: PlanInput) -> None:
+    """One warning per queue of the plan's routed tools (and its model calls) that no
+    worker polls: those steps would wait for one."""
+    queues = tool_queues(request.plan, request.tools)
+    if request.model_task_queue:
+        queues.setdefault(request.model_task_queue, []).append("agent steps' model calls")
+    if not queues:
+        return
+    seen = await asyncio.gather(*(_worker_seen(client, queue, activities=True) for queue in queues))
+    for (queue, names), polled in zip(queues.items(), seen, strict=True):
+        if not polled:
+            fix = (
+                f"the steps of {', '.join(names)} wait until one does: run "
+                f"tool_worker(client, task_queue={queue!r}, registry=...) (durable-plan "
+                f"worker --tools MODULE --task-queue {queue} --tools-only)"
+            )
+            warnings.warn(
+                NoWorkerWarning(no_worker_message(queue, _address(client), fix)), stacklevel=3
+            )
 
 
 def _address(client: Client) -> str:
@@ -334,7 +388,9 @@ async def start_plan(
     )
     if if_no_worker != "warn":
         return PlanHandle(await start)
-    handle, polled = await asyncio.gather(start, _worker_seen(client, task_queue))
+    handle, polled, _ = await asyncio.gather(
+        start, _worker_seen(client, task_queue), _warn_tool_queues(client, request)
+    )
     if not polled:
         warnings.warn(
             NoWorkerWarning(no_worker_message(task_queue, _address(client))), stacklevel=2

@@ -214,6 +214,12 @@ class PlanInput:
     payloads_stored: bool = False
     """Large payloads go to External Storage (set by whoever starts the plan): an agent step
     may then carry a conversation past Temporal's 2 MB per payload (``payload_limits``)."""
+    fairness_key: str | None = None
+    """Whose calls this plan's are, where a limited tool's calls wait their turn (a tenant,
+    a user); None: the workflow that started the plan (a conversation), else the plan."""
+    model_task_queue: str | None = None
+    """The task queue of agent steps' model calls (workers with ``StrandsPlugin`` and the
+    model's credentials); None: the agent step's own."""
 
     def to_wire(self) -> dict[str, Any]:
         """The workflow's input as JSON: the plan first, then the settings that differ from
@@ -258,8 +264,18 @@ class PlanInput:
 _OPTION_FIELDS = {f.name for f in fields(ToolOptions)}
 
 
+_ROUTING_FIELDS = ("task_queue", "max_concurrent", "max_per_second")
+"""Sent only when set: tool tables of plans without routing stay as they were."""
+
+
 def _options_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
-    return dict(options) if isinstance(options, dict) else asdict(options)
+    if isinstance(options, dict):
+        return dict(options)
+    wire = asdict(options)
+    for name in _ROUTING_FIELDS:
+        if wire.get(name) is None:
+            wire.pop(name, None)
+    return wire
 
 
 def _options_from_wire(data: Any) -> ToolOptions:

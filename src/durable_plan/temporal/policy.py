@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 
 from durable_plan.language.options import ToolOptions
 
 MAX_RETRY_INTERVAL_S = 30.0
 """The longest wait between two attempts of anything a plan runs."""
 WRAPPED_KINDS = ("function", "agent_tool")
+FAIRNESS_KEY_BYTES = 64
+"""Temporal's longest fairness key."""
 """Tools that run inside our wrapper activity, which counts the tool's own failures."""
 
 
@@ -53,6 +55,8 @@ class CallPolicy:
     local: bool
     interruptions: int = 0
     """Extra attempts a lost worker may cut short (wrapped tools on regular activities)."""
+    task_queue: str | None = None
+    """The tool's own queue (its owner routed it there); None: the plan's."""
 
     @classmethod
     def of(
@@ -72,11 +76,14 @@ class CallPolicy:
             timeout = min(timeout, options.timeout_s)
             tries = min(tries, options.retries)
             runs_local = options.local or (local and options.may_run_local)
-        runs_local = runs_local and options.kind != "activity"
+        # A routed tool's code is on its queue's workers only, never on the plan's worker.
+        runs_local = runs_local and options.kind != "activity" and options.task_queue is None
         spare = interruptions if owner_rules and not runs_local else 0
         if options.kind not in WRAPPED_KINDS:
             spare = 0
-        return cls(timeout, tries, options.heartbeat_timeout_s, runs_local, spare)
+        return cls(
+            timeout, tries, options.heartbeat_timeout_s, runs_local, spare, options.task_queue
+        )
 
     @property
     def max_attempts(self) -> int:
@@ -93,10 +100,21 @@ class CallPolicy:
             "summary": summary,
         }
 
-    def remote_options(self, task_queue: str | None) -> dict[str, Any]:
-        """What only a regular activity takes."""
+    def remote_options(
+        self, task_queue: str | None, fairness_key: str | None = None
+    ) -> dict[str, Any]:
+        """What only a regular activity takes: the tool's own queue before the plan's.
+
+        On a tool's own queue (where its limits make calls wait) each call carries
+        ``fairness_key`` (the conversation, or the plan): a server with task-queue fairness
+        on serves the waiting keys in turn, so one conversation's fifty calls do not hold
+        another's one behind them. Calls on the plan's queue carry no priority, as before."""
         heartbeat = self.heartbeat_timeout_s
-        return {
+        options: dict[str, Any] = {
             "heartbeat_timeout": timedelta(seconds=heartbeat) if heartbeat else None,
-            "task_queue": task_queue,
+            "task_queue": self.task_queue or task_queue,
         }
+        if self.task_queue is not None and fairness_key:
+            key = fairness_key.encode()[:FAIRNESS_KEY_BYTES].decode(errors="ignore")
+            options["priority"] = Priority(fairness_key=key)
+        return options

@@ -53,6 +53,8 @@ class ActivityCall:
     """Results over this many bytes go to the result store (None: never)."""
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES
     store_chain: str | None = None
+    fairness_key: str | None = None
+    """Whose call this is, for a limited tool's queue (``CallPolicy.remote_options``)."""
 
 
 async def call_activity(call: ActivityCall, admission: Admission | None = None) -> Outcome:
@@ -96,7 +98,7 @@ async def _run_tool_activity(
             call.tool,
             arg.to_wire(),
             result_type=dict,
-            **policy.remote_options(call.task_queue),
+            **policy.remote_options(call.task_queue, call.fairness_key),
             **common,
         )
     response = StepResponse.from_wire(wire)
@@ -110,7 +112,7 @@ async def _run_raw_activity(call: ActivityCall, common: dict[str, Any]) -> Outco
     result = await workflow.execute_activity(
         call.tool,
         args=call.options.positional(call.args),
-        **call.policy.remote_options(call.task_queue),
+        **call.policy.remote_options(call.task_queue, call.fairness_key),
         **common,
     )
     return True, result, 0.0, 1
@@ -122,12 +124,21 @@ async def _run_mcp_call(call: ActivityCall, common: dict[str, Any]) -> Outcome:
     ok, value, calls = await call_mcp_tool(
         call.options,
         call.args,
-        {**call.policy.remote_options(call.task_queue), **common},
+        {**call.policy.remote_options(call.task_queue, call.fairness_key), **common},
         retries=call.policy.retries,
         backoff_s=call.initial_interval_s,
         max_result_bytes=call.max_result_bytes,
     )
     return ok, value, ms_since(started), calls
+
+
+def fairness_key(request: PlanInput) -> str:
+    """Whose calls these are when they wait for a limited tool: the plan's own key, else the
+    conversation (or workflow) that started it, else the plan itself. Workflow code."""
+    if request.fairness_key:
+        return request.fairness_key
+    info = workflow.info()
+    return info.parent.workflow_id if info.parent is not None else info.workflow_id
 
 
 class StepActivities:
@@ -189,6 +200,7 @@ class StepActivities:
                 store_over=store_over,
                 max_stored_bytes=request.max_stored_bytes,
                 store_chain=self.store_chain() if store_over is not None else None,
+                fairness_key=fairness_key(request),
             ),
             self.admission,
         )

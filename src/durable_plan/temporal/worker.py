@@ -17,6 +17,7 @@ from durable_plan.temporal.payload_limits import note_worker_converter
 from durable_plan.temporal.recovery import recover_ledger
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools.registry import ToolRegistry
+from durable_plan.tools.routing import queue_limits
 
 if TYPE_CHECKING:
     from durable_plan.protect.encryption import Keyring
@@ -69,17 +70,66 @@ def plan_worker(
         **worker_kwargs,
     }
     note_worker_converter(client.data_converter)
+    served = registry.on_queue(task_queue, plan_queue=True)
+    if queue_limits(served, task_queue):
+        limited = [t.name for t in served if t.options.task_queue == task_queue]
+        raise ValueError(
+            f"tools {limited} are limited and routed to {task_queue!r}, the plan's own queue: "
+            "its limits would hold every tool and the plan's own activities; route them to a "
+            "queue of their own and serve it with tool_worker"
+        )
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[PlanWorkflow, AgentStepWorkflow, *workflows],
         activities=[
-            *registry_activities(registry, store),
+            *registry_activities(served, store),
             *claim_check_activities(store),
             recover_ledger,
             *activities,
         ],
         **options,
+    )
+
+
+def tool_worker(
+    client: Client,
+    *,
+    task_queue: str,
+    registry: ToolRegistry,
+    encryption: Keyring | None = None,
+    result_store: ResultStore | None = None,
+    **worker_kwargs: Any,
+) -> Worker:
+    """A worker for the tools routed to ``task_queue`` (``ToolRegistry.add(task_queue=...)``,
+    ``route``): their activities only, no workflows. Plans on other queues schedule those
+    tools' steps here, so this process alone needs their code and credentials.
+
+    The tools' limits become this worker's options: ``max_per_second`` the queue's rate
+    (the server holds every worker of the queue to it), ``max_concurrent`` this worker's
+    slots (each worker of the queue has that many: N workers, N times the calls at once).
+    ``worker_kwargs`` may tighten them, never loosen them."""
+    served = registry.on_queue(task_queue, plan_queue=False)
+    if not served:
+        routed = sorted({str(t.options.task_queue) for t in registry if t.options.task_queue})
+        raise ValueError(
+            f"no tool of the registry runs on task queue {task_queue!r} (queues routed: "
+            f"{', '.join(routed) or 'none'}); route tools there (ToolRegistry.route / "
+            "add(task_queue=...)) or serve the plan's queue with plan_worker"
+        )
+    store = worker_store(result_store)
+    if encryption is not None:
+        from durable_plan.protect.encryption import encrypted_client
+
+        client = encrypted_client(client, encryption)
+    store = _sealed_if_encrypting(store, client)
+    options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
+    for key, limit in queue_limits(served, task_queue).items():
+        asked = options.get(key)
+        options[key] = limit if asked is None else min(asked, limit)
+    note_worker_converter(client.data_converter)
+    return Worker(
+        client, task_queue=task_queue, activities=registry_activities(served, store), **options
     )
 
 

@@ -69,7 +69,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
-    from durable_plan.temporal.step_activities import StepActivities
+    from durable_plan.temporal.step_activities import StepActivities, fairness_key
     from durable_plan.temporal.ui_summary import StepSummaries, agent_step_summary
 
 
@@ -353,6 +353,8 @@ class PlanWorkflow(ApprovalHandlers):
             max_task_bytes=request.max_task_bytes,
             stream_events=request.stream_events,
             payloads_stored=request.payloads_stored,
+            fairness_key=fairness_key(request),
+            model_task_queue=request.model_task_queue,
         )
         verdict = await self._admission.enter(json_size(step_input.to_wire()), wanted=wanted)
         if verdict == "withdrawn":

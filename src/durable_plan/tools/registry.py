@@ -29,6 +29,7 @@ from durable_plan.language.errors import APPROVAL_REFUSAL, StepFailure, interrup
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.tools.approval import ApprovalPolicy
+from durable_plan.tools.routing import check_routing
 
 __all__ = [
     "APPROVAL_REFUSAL",
@@ -81,6 +82,11 @@ class Tool:
         ``invocation_state`` reaches Strands tools that take a ``ToolContext`` (which
         needs the ``agent``), as when the agent calls them directly.
         """
+        if self.target is None:  # declared: its code is on its queue's workers
+            raise StepFailure(
+                f"tool '{self.name}' runs only on the workers of task queue "
+                f"{self.options.task_queue!r}; this process has no code for it"
+            )
         if self.kind == "mcp":  # the server checks its own schema (durable_plan.tools.mcp)
             return await self.target(dict(args))
         if self.kind == "agent_tool":
@@ -112,8 +118,82 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._routes: list[tuple[tuple[str, ...], str]] = []
         for item in tools:
             self.add(item)
+
+    def route(self, patterns: str | Sequence[str], task_queue: str) -> None:
+        """Tools whose names match ``patterns`` (``"gpu_*"``; later patterns win, as in
+        ``plannable``) run on ``task_queue``: the ones registered already and the ones
+        registered after. A tool's own ``task_queue=`` wins over any route."""
+        listed = (patterns,) if isinstance(patterns, str) else tuple(patterns)
+        if not task_queue:
+            raise ValueError("route() needs a task queue name")
+        self._routes.append((listed, task_queue))
+        for name, tool in self._tools.items():
+            if tool.options.task_queue is None and matches_patterns(name, listed):
+                options = replace(tool.options, task_queue=task_queue)
+                check_routing(name, options)
+                self._tools[name] = replace(tool, options=options)
+
+    def declare(
+        self,
+        name: str,
+        *,
+        task_queue: str,
+        description: str = "",
+        input_schema: Mapping[str, Any] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        heartbeat_timeout_s: float | None = None,
+        requires_approval: bool = False,
+        reuse: bool = True,
+        max_concurrent: int | None = None,
+        max_per_second: float | None = None,
+    ) -> Tool:
+        """A tool whose code is elsewhere: the workers of ``task_queue`` register it
+        (``tool_worker``); this process plans it and schedules its steps there, without
+        importing it. The rules must match the registration over there (the plan's tool
+        table carries these). In-process such a tool cannot run: the check refuses it."""
+        schema = dict(input_schema or {"type": "object", "properties": {}})
+        options = ToolOptions(
+            timeout_s=timeout_s,
+            retries=retries,
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            requires_approval=requires_approval,
+            reuse=reuse,
+            input_schema=schema,
+            description=description,
+            task_queue=task_queue,
+            max_concurrent=max_concurrent,
+            max_per_second=max_per_second,
+        )
+        check_routing(name, options)
+        tool = Tool(name, description, schema, "function", None, options)
+        if name in self._tools or name in RESERVED_TOOL_NAMES:
+            raise ValueError(f"a tool named {name!r} is already registered or reserved")
+        self._tools[name] = tool
+        return tool
+
+    def _routed(self, name: str) -> str | None:
+        for patterns, queue in reversed(self._routes):
+            if matches_patterns(name, patterns):
+                return queue
+        return None
+
+    def on_queue(self, task_queue: str, *, plan_queue: bool) -> list[Tool]:
+        """The tools whose code a worker of ``task_queue`` runs: routed there, and on the
+        plan's queue (``plan_queue``) every tool with no queue of its own. Declared tools
+        and MCP tools have none here."""
+        return [
+            t
+            for t in self._tools.values()
+            if t.target is not None
+            and t.kind != "mcp"
+            and (
+                t.options.task_queue == task_queue or (plan_queue and t.options.task_queue is None)
+            )
+        ]
 
     def add(
         self,
@@ -127,6 +207,9 @@ class ToolRegistry:
         local: bool = False,
         allow_local: bool = False,
         reuse: bool = True,
+        task_queue: str | None = None,
+        max_concurrent: int | None = None,
+        max_per_second: float | None = None,
     ) -> Tool:
         """Register a Strands tool, a plain function, or a Temporal activity.
 
@@ -137,6 +220,12 @@ class ToolRegistry:
         ``reuse=False``: a repair plan runs this tool's steps again even when an earlier
         plan of the conversation ran them ok with the same arguments (for reads whose
         answer changes over time; see ``durable_plan.run.reuse``).
+        ``task_queue``: the queue this tool's steps run on, whatever the plan's (a GPU
+        machine, a private network, other credentials; ``tool_worker`` serves it); default:
+        the first ``route`` pattern that matches, else the plan's queue.
+        ``max_concurrent`` / ``max_per_second``: the most calls at once (per worker of the
+        tool's queue) and started per second (across every plan: the server enforces it);
+        both need the tool's own ``task_queue`` (``durable_plan.tools.routing``).
         """
         tool = _to_tool(obj, name)
         if tool.name in RESERVED_TOOL_NAMES:
@@ -156,7 +245,11 @@ class ToolRegistry:
             reuse=reuse,
             input_schema=tool.input_schema,
             description=tool.description,
+            task_queue=task_queue if task_queue is not None else self._routed(tool.name),
+            max_concurrent=max_concurrent,
+            max_per_second=max_per_second,
         )
+        check_routing(tool.name, options)
         tool = replace(tool, options=options)
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
@@ -210,6 +303,11 @@ class ToolRegistry:
             refused = None
             if not matches_patterns(tool.name, plannable):
                 refused = "it is excluded from plans by the plannable setting"
+            elif tool.target is None and not durable:
+                refused = (
+                    f"its code runs only on the workers of task queue "
+                    f"{tool.options.task_queue!r} (declared here); run the plan durably"
+                )
             specs.append(ToolSpec(tool.name, tool.input_schema, refused, tool.options))
         catalog = ToolCatalog({s.name: s for s in specs})
         return (approval or ApprovalPolicy()).apply(catalog, durable=durable)
