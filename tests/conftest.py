@@ -53,6 +53,7 @@ OWN_SERVER = {
     "tests/test_cli_run.py::test_run_on_an_embedded_dev_server": "`run` starts its own",
     "tests/test_codec_commands.py::test_dev_server_tells_the_ui_where_the_codec_server_is": "dev",
     "tests/chaos/test_chaos.py": "its own server, restarted",
+    "tests/test_routing.py::test_fairness_serves": "a server with task-queue fairness on",
 }
 """Tests (or whole modules) that start a Temporal server of their own."""
 
@@ -115,6 +116,9 @@ SLOW_TESTS = {
     "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",
     "tests/test_events.py::test_a_worker_killed_mid_plan_publishes_nothing_twice": "crash",
     "tests/test_payload_storage.py::test_a_worker_killed_while_storing": "crash",
+    "tests/test_routing.py::test_killing_a_tool_worker": "crash: a tool worker SIGKILLed",
+    "tests/test_routing.py::test_two_command_line_workers": "two `durable-plan worker`s",
+    "tests/test_routing.py::test_fairness_serves": "its own server, 42 calls at 10/s",
 }
 """Tests (or whole modules) that run Python subprocesses; ``::name`` matches a prefix."""
 

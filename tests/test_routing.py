@@ -4,9 +4,12 @@ calls are held to its rate across plans, and the check knows where each tool run
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
 import time
 import uuid
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +17,20 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.strands_agents import StrandsPlugin
 
 from durable_plan.check import check_plan
 from durable_plan.language.errors import PlanRejected
+from durable_plan.language.routing import queue_limits
 from durable_plan.local.runner import execute_plan
-from durable_plan.temporal import plan_worker, run_plan, start_plan, tool_worker
-from durable_plan.temporal.client import NoWorkerWarning, tool_queues
+from durable_plan.server.devserver import TUNED_DYNAMIC_CONFIG, DevServer
+from durable_plan.temporal import model_worker, plan_worker, run_plan, start_plan, tool_worker
+from durable_plan.temporal.client import NoWorkerWarning, plan_input, tool_queues
 from durable_plan.temporal.messages import PlanInput
+from durable_plan.testing import ScriptedModel, call, output
 from durable_plan.tools.registry import ToolRegistry
-from durable_plan.tools.routing import queue_limits
 from tests.crash_tools import FAST_SLEEP_S
+from tests.helpers import ROOT, arun_cli, finish, spawn_cli
 from tests.worker_processes import read_log, worker_processes
 
 STARTS: list[tuple[float, str]] = []
@@ -80,7 +87,7 @@ def split_registries(gpu_queue: str) -> tuple[ToolRegistry, ToolRegistry]:
 
 
 def test_limits_need_a_queue_of_their_own() -> None:
-    with pytest.raises(ValueError, match="give the tool a queue of its own"):
+    with pytest.raises(ValueError, match="no queue of its own"):
         ToolRegistry().add(lookup, max_per_second=5)
     with pytest.raises(ValueError, match="cannot run as a local activity"):
         ToolRegistry().add(lookup, task_queue="gpu", allow_local=True)
@@ -93,7 +100,7 @@ def test_tools_sharing_a_queue_state_one_limit() -> None:
     registry.add(lookup, task_queue="api", max_per_second=5)
     registry.add(render, task_queue="api", max_per_second=2)
     with pytest.raises(ValueError, match="share task queue 'api' but state different limits"):
-        queue_limits(registry.on_queue("api", plan_queue=False), "api")
+        queue_limits(registry.routed_to("api"), "api")
 
 
 def test_routes_by_pattern_apply_before_and_after_and_lose_to_the_entry() -> None:
@@ -109,8 +116,8 @@ def test_routes_by_pattern_apply_before_and_after_and_lose_to_the_entry() -> Non
     later.route("rend*", "gpu")
     later.add(render)
     assert later.get("render").options.task_queue == "gpu"
-    assert [t.name for t in later.on_queue("gpu", plan_queue=False)] == ["render"]
-    assert later.on_queue("plans", plan_queue=True) == []
+    assert [t.name for t in later.routed_to("gpu")] == ["render"]
+    assert later.routed_to("plans") == []
 
 
 def test_a_routed_tool_may_not_run_local() -> None:
@@ -302,3 +309,239 @@ async def _until(predicate: Any, timeout_s: float = 30.0) -> None:
         if time.monotonic() > deadline:
             pytest.fail("timed out waiting")
         await asyncio.sleep(0.05)
+
+
+# -- the check, the command line, maps, agent steps and fairness ------------------------------
+
+
+def test_a_hand_made_tool_table_with_limits_but_no_queue_is_refused_by_the_check() -> None:
+    """Registration refuses it (above); a tool table built by hand reaches the check."""
+    table = ToolRegistry([lookup]).options()
+    table["lookup"] = replace(table["lookup"], max_per_second=5.0)
+    with pytest.raises(PlanRejected) as caught:
+        plan_input({"steps": [{"id": "a", "tool": "lookup", "args": {"name": "x"}}]}, table)
+    text = str(caught.value)
+    assert "tool 'lookup' cannot be planned" in text
+    assert "no queue of its own" in text and "step 'a'" in text
+
+
+async def test_a_maps_items_run_on_their_tools_queue(
+    client: Client, task_queue: str, workflow_id: str
+) -> None:
+    gpu_queue = f"{task_queue}-gpu"
+    plans, gpu = split_registries(gpu_queue)
+    plan = {
+        "steps": [
+            {
+                "id": "draws",
+                "tool": "map",
+                "args": {
+                    "over": ["orc", "elf", "imp"],
+                    "do": {"tool": "render", "args": {"hp": 1}, "bind": {"name": "item"}},
+                },
+            }
+        ]
+    }
+    async with (
+        plan_worker(client, task_queue=task_queue, registry=plans),
+        tool_worker(client, task_queue=gpu_queue, registry=gpu),
+    ):
+        result = await run_plan(
+            client, plan, task_queue=task_queue, registry=plans, workflow_id=workflow_id
+        )
+    assert result.ok, result
+    assert [r["picture"] for r in result.returned["draws"]["results"]] == [
+        "orc:1",
+        "elf:1",
+        "imp:1",
+    ]
+    queues = await _activity_queues(client, workflow_id)
+    assert sorted(queues.values()) == [gpu_queue] * 3
+
+
+async def test_two_command_line_workers_each_serve_their_part_of_the_tools(
+    temporal_target: str, task_queue: str, workflow_id: str
+) -> None:
+    story = f"{task_queue}-story"
+    env = {"DURABLE_PLAN_STORY_QUEUE": story}
+    tools = ("--tools", "examples.routed_tools")
+    address = ("--address", temporal_target)
+    plans = await spawn_cli("worker", *tools, "--task-queue", task_queue, *address, env=env)
+    storyteller = await spawn_cli(
+        "worker", *tools, "--tools-only", "--task-queue", story, *address, env=env
+    )
+    try:
+        banners = []
+        for proc in (plans, storyteller):
+            assert proc.stdout is not None
+            banners.append((await asyncio.wait_for(proc.stdout.readline(), 60)).decode())
+        assert "worker: plans and tools on task queue" in banners[0]
+        assert f"narrate_round run on task queue '{story}'" in banners[0]
+        assert banners[1].startswith(f"worker: tools on task queue '{story}'")
+        assert (
+            "1 tools (narrate_round), at most 2 calls/s, at most 4 at once on this worker"
+            in banners[1]
+        )
+        ran = await arun_cli(
+            "run",
+            str(ROOT / "examples" / "plans" / "party_round.yaml"),
+            *tools,
+            "--no-worker",
+            "--task-queue",
+            task_queue,
+            "--workflow-id",
+            workflow_id,
+            *address,
+            env=env,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert "narrate" in json.loads(ran.stdout)["returned"]
+        for proc in (plans, storyteller):
+            proc.send_signal(signal.SIGTERM)
+        for proc in (plans, storyteller):
+            code, _, err = await finish(proc, 60)
+            assert code == 0, err
+    finally:
+        for proc in (plans, storyteller):
+            if proc.returncode is None:
+                proc.kill()
+    client = await Client.connect(temporal_target)
+    queues = await _activity_queues(client, workflow_id)
+    assert queues.pop("narrate") == story
+    assert set(queues.values()) == {task_queue}
+
+
+async def test_a_tools_only_worker_for_a_queue_without_tools_says_so(
+    temporal_target: str,
+) -> None:
+    ran = await arun_cli(
+        "worker",
+        "--tools",
+        "examples.routed_tools",
+        "--tools-only",
+        "--task-queue",
+        "nothing-here",
+        "--address",
+        temporal_target,
+    )
+    assert ran.returncode == 2
+    assert "no tool of the registry runs on task queue 'nothing-here'" in ran.stderr
+    assert "(queues routed: " in ran.stderr  # the module's own (its queue comes from env)
+
+
+def _scripted_model() -> ScriptedModel:
+    return ScriptedModel(
+        scripts={
+            "Draw the orc.": [
+                call("render", name="orc", hp=3),
+                output({"done": True}),
+            ]
+        }
+    )
+
+
+async def test_an_agent_steps_model_calls_and_tools_run_on_their_own_queues(
+    temporal_target: str, task_queue: str, workflow_id: str
+) -> None:
+    """The model's credentials on one machine (model_worker), the tool's on another
+    (tool_worker); the plan's worker runs the loop in workflow code only."""
+    client = await Client.connect(
+        temporal_target, plugins=[StrandsPlugin(models={"scripted": _scripted_model})]
+    )
+    gpu_queue, model_queue = f"{task_queue}-gpu", f"{task_queue}-models"
+    plans, gpu = split_registries(gpu_queue)
+    plan = {
+        "steps": [
+            {
+                "id": "artist",
+                "tool": "agent",
+                "args": {
+                    "prompt": "Draw the orc.",
+                    "tools": ["render"],
+                    "output_schema": {
+                        "type": "object",
+                        "properties": {"done": {"type": "boolean"}},
+                        "required": ["done"],
+                    },
+                },
+            }
+        ]
+    }
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with (
+            plan_worker(client, task_queue=task_queue, registry=plans),
+            tool_worker(client, task_queue=gpu_queue, registry=gpu),
+            model_worker(client, task_queue=model_queue),
+        ):
+            result = await run_plan(
+                client,
+                plan,
+                task_queue=task_queue,
+                registry=plans,
+                workflow_id=workflow_id,
+                model="scripted",
+                model_task_queue=model_queue,
+            )
+    assert not [w for w in caught if issubclass(w.category, NoWorkerWarning)]
+    assert result.ok, result
+    assert result.returned["artist"]["output"] == {"done": True}
+    child = client.get_workflow_handle(f"{workflow_id}/agent/artist")
+    history = await child.fetch_history()
+    scheduled = [
+        (
+            e.activity_task_scheduled_event_attributes.activity_type.name,
+            e.activity_task_scheduled_event_attributes.task_queue.name,
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert scheduled == [
+        ("invoke_model", model_queue),
+        ("render", gpu_queue),
+        ("invoke_model", model_queue),
+    ]
+
+
+def test_a_model_worker_needs_the_strands_plugin(client: Client) -> None:
+    with pytest.raises(ValueError, match=r"StrandsPlugin\(models=...\)"):
+        model_worker(client, task_queue="models")
+
+
+async def test_fairness_serves_a_second_conversation_in_turn() -> None:
+    """On a server with task-queue fairness on, a plan's calls to a limited tool are keyed
+    by whose they are: B's 2 calls, made after A's 40 wait, start among A's first. Without
+    fairness they wait behind A's in their partition of the queue: late, but by how much
+    depends on which of the queue's four partitions they land in (so only
+    `python -m bench.routing` shows the contrast: 5.2 s against 0.1 s for B's first call)."""
+    config = {**TUNED_DYNAMIC_CONFIG, "matching.enableFairness": True}
+    with DevServer(headless=True, dynamic_config=config) as server:
+        client = await server.connect()
+        registry = ToolRegistry()
+        registry.add(limited_call, task_queue="api", max_per_second=10)
+
+        def fan(n: int) -> dict[str, Any]:
+            steps = [{"id": f"c{i}", "tool": "limited_call", "args": {"n": i}} for i in range(n)]
+            return {"steps": steps}
+
+        STARTS.clear()
+        async with (
+            plan_worker(client, task_queue="plans", registry=registry),
+            tool_worker(client, task_queue="api", registry=registry),
+        ):
+            a = [  # one conversation's two plans: their calls share its key
+                await start_plan(
+                    client, fan(20), task_queue="plans", registry=registry, fairness_key="a"
+                )
+                for _ in range(2)
+            ]
+            await _until(lambda: len(STARTS) >= 1)
+            b = await start_plan(
+                client, fan(2), task_queue="plans", registry=registry, fairness_key="b"
+            )
+            results = await asyncio.gather(*(h.result() for h in (*a, b)))
+            assert all(r.ok for r in results)
+    order = [wf for _, wf in sorted(STARTS)]
+    assert len(order) == 42
+    last_b = max(i for i, wf in enumerate(order) if wf == b.id)
+    assert last_b < 21, order  # measured: B's last call was call 11-16 of 42

@@ -42,9 +42,14 @@ class ArgumentChecks(CheckerState):
                 "timeout_s",
             )
         if step.local and not owner.may_run_local:
+            why = (
+                f"its steps run on the workers of task queue '{owner.task_queue}'"
+                if owner.task_queue
+                else "its owner did not allow it"
+            )
             self.add(
                 "owner_rule",
-                f"tool '{step.tool}' may not run as a local activity (its owner did not allow it)",
+                f"tool '{step.tool}' may not run as a local activity ({why})",
                 "remove local",
                 step.id,
                 "local",

@@ -9,6 +9,7 @@ from typing import Any
 
 from durable_plan.language.agent_step import MAX_ITERATIONS
 from durable_plan.language.options import ToolOptions
+from durable_plan.language.routing import routing_problem
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,12 @@ class ToolCatalog:
         """
         return cls(
             {
-                name: ToolSpec(name, opts.input_schema, None, opts if owner_rules else None)
+                name: ToolSpec(
+                    name,
+                    opts.input_schema,
+                    routing_problem(opts) if owner_rules else None,
+                    opts if owner_rules else None,
+                )
                 for name, opts in options.items()
             }
         )

@@ -237,6 +237,13 @@ def _add_worker(subparsers: SubParsers) -> None:
     p.add_argument(
         "--task-queue", metavar="QUEUE", default=DEFAULT_TASK_QUEUE, help="(default: %(default)s)"
     )
+    p.add_argument(
+        "--tools-only",
+        action="store_true",
+        help="serve only the tools the module routes to --task-queue (task_queue= or "
+        "registry.route), with their limits, and no plan workflows: the worker of a GPU "
+        "machine, a private network, a rate-limited API",
+    )
     add_server_options(p)
 
 

@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "PLAN_WORKFLOW_NAME": "durable_plan.temporal.messages",
     "plan_worker": "durable_plan.temporal.worker",
     "tool_worker": "durable_plan.temporal.worker",
+    "model_worker": "durable_plan.temporal.worker",
     "PlanWorkflow": "durable_plan.temporal.workflow",
     "JsonLinesExporter": "durable_plan.temporal.tracing",
     "tracing_plugin": "durable_plan.temporal.tracing",
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     )
     from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME, ApprovalDecision, PlanInput
     from durable_plan.temporal.tracing import JsonLinesExporter, tracing_plugin
-    from durable_plan.temporal.worker import plan_worker, tool_worker
+    from durable_plan.temporal.worker import model_worker, plan_worker, tool_worker
     from durable_plan.temporal.workflow import PlanWorkflow
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "PlanWorkflow",
     "StepContext",
     "current_step",
+    "model_worker",
     "plan_input",
     "plan_worker",
     "run_plan",

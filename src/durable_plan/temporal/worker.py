@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from durable_plan.language.routing import queue_limits
 from durable_plan.protect.result_store import ResultStore
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
@@ -17,7 +18,6 @@ from durable_plan.temporal.payload_limits import note_worker_converter
 from durable_plan.temporal.recovery import recover_ledger
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools.registry import ToolRegistry
-from durable_plan.tools.routing import queue_limits
 
 if TYPE_CHECKING:
     from durable_plan.protect.encryption import Keyring
@@ -58,21 +58,14 @@ def plan_worker(
     ``$DURABLE_PLAN_STORE`` names, else a directory in the temp dir. Every worker of a
     task queue needs the same store.
     """
-    store = worker_store(result_store)
-    if encryption is not None:
-        from durable_plan.protect.encryption import encrypted_client
-
-        client = encrypted_client(client, encryption)
-    store = _sealed_if_encrypting(store, client)
+    client, store = _client_and_store(client, encryption, result_store)
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": STICKY_TIMEOUT,
         "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
         **worker_kwargs,
     }
-    note_worker_converter(client.data_converter)
-    served = registry.on_queue(task_queue, plan_queue=True)
-    if queue_limits(served, task_queue):
-        limited = [t.name for t in served if t.options.task_queue == task_queue]
+    limited = [t.name for t in registry.routed_to(task_queue) if queue_limits([t], task_queue)]
+    if limited:
         raise ValueError(
             f"tools {limited} are limited and routed to {task_queue!r}, the plan's own queue: "
             "its limits would hold every tool and the plan's own activities; route them to a "
@@ -83,7 +76,9 @@ def plan_worker(
         task_queue=task_queue,
         workflows=[PlanWorkflow, AgentStepWorkflow, *workflows],
         activities=[
-            *registry_activities(served, store),
+            # Tools routed elsewhere too: a plan started before their route keeps their
+            # steps on this queue (its tool table says so) and must still find them.
+            *registry_activities(registry, store),
             *claim_check_activities(store),
             recover_ledger,
             *activities,
@@ -108,8 +103,9 @@ def tool_worker(
     The tools' limits become this worker's options: ``max_per_second`` the queue's rate
     (the server holds every worker of the queue to it), ``max_concurrent`` this worker's
     slots (each worker of the queue has that many: N workers, N times the calls at once).
-    ``worker_kwargs`` may tighten them, never loosen them."""
-    served = registry.on_queue(task_queue, plan_queue=False)
+    ``worker_kwargs`` may tighten them, never loosen them. ``encryption`` and
+    ``result_store`` as for ``plan_worker`` (the plan's workers and this one share both)."""
+    served = registry.routed_to(task_queue)
     if not served:
         routed = sorted({str(t.options.task_queue) for t in registry if t.options.task_queue})
         raise ValueError(
@@ -117,20 +113,44 @@ def tool_worker(
             f"{', '.join(routed) or 'none'}); route tools there (ToolRegistry.route / "
             "add(task_queue=...)) or serve the plan's queue with plan_worker"
         )
+    client, store = _client_and_store(client, encryption, result_store)
+    options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
+    for key, limit in queue_limits(served, task_queue).items():
+        asked = options.get(key)
+        options[key] = limit if asked is None else min(asked, limit)
+    return Worker(
+        client, task_queue=task_queue, activities=registry_activities(served, store), **options
+    )
+
+
+def model_worker(client: Client, *, task_queue: str, **worker_kwargs: Any) -> Worker:
+    """A worker for agent steps' model calls alone (``PlanInput.model_task_queue``): the
+    model activities of the client's ``StrandsPlugin(models=...)``, no workflows, no tools.
+    Only the machines that hold the model's credentials need to run one."""
+    from temporalio.strands_agents import StrandsPlugin
+
+    if not any(isinstance(p, StrandsPlugin) for p in client.config()["plugins"]):
+        raise ValueError(
+            "model_worker needs a client connected with StrandsPlugin(models=...): the model "
+            "activities come from it"
+        )
+    options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
+    note_worker_converter(client.data_converter)
+    return Worker(client, task_queue=task_queue, **options)
+
+
+def _client_and_store(
+    client: Client, encryption: Keyring | None, result_store: ResultStore | None
+) -> tuple[Client, ResultStore]:
+    """The client a worker runs on (encrypting with ``encryption``) and its result store
+    (sealed with the same keys): one setup for the plan's workers and the tools' alike."""
     store = worker_store(result_store)
     if encryption is not None:
         from durable_plan.protect.encryption import encrypted_client
 
         client = encrypted_client(client, encryption)
-    store = _sealed_if_encrypting(store, client)
-    options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
-    for key, limit in queue_limits(served, task_queue).items():
-        asked = options.get(key)
-        options[key] = limit if asked is None else min(asked, limit)
     note_worker_converter(client.data_converter)
-    return Worker(
-        client, task_queue=task_queue, activities=registry_activities(served, store), **options
-    )
+    return client, _sealed_if_encrypting(store, client)
 
 
 def _sealed_if_encrypting(store: ResultStore, client: Client) -> ResultStore:

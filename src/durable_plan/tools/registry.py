@@ -28,8 +28,8 @@ from durable_plan.language.agent_step import RESERVED_TOOL_NAMES
 from durable_plan.language.errors import APPROVAL_REFUSAL, StepFailure, interrupt_message
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
 from durable_plan.language.patterns import matches_patterns
+from durable_plan.language.routing import check_routing
 from durable_plan.tools.approval import ApprovalPolicy
-from durable_plan.tools.routing import check_routing
 
 __all__ = [
     "APPROVAL_REFUSAL",
@@ -181,18 +181,13 @@ class ToolRegistry:
                 return queue
         return None
 
-    def on_queue(self, task_queue: str, *, plan_queue: bool) -> list[Tool]:
-        """The tools whose code a worker of ``task_queue`` runs: routed there, and on the
-        plan's queue (``plan_queue``) every tool with no queue of its own. Declared tools
-        and MCP tools have none here."""
+    def routed_to(self, task_queue: str) -> list[Tool]:
+        """The tools whose steps run on ``task_queue``, a queue of their own, with code in
+        this process (a ``tool_worker`` serves them; declared tools have their code there)."""
         return [
             t
             for t in self._tools.values()
-            if t.target is not None
-            and t.kind != "mcp"
-            and (
-                t.options.task_queue == task_queue or (plan_queue and t.options.task_queue is None)
-            )
+            if t.target is not None and t.kind != "mcp" and t.options.task_queue == task_queue
         ]
 
     def add(
@@ -225,7 +220,7 @@ class ToolRegistry:
         the first ``route`` pattern that matches, else the plan's queue.
         ``max_concurrent`` / ``max_per_second``: the most calls at once (per worker of the
         tool's queue) and started per second (across every plan: the server enforces it);
-        both need the tool's own ``task_queue`` (``durable_plan.tools.routing``).
+        both need the tool's own ``task_queue`` (``durable_plan.language.routing``).
         """
         tool = _to_tool(obj, name)
         if tool.name in RESERVED_TOOL_NAMES:

@@ -13,7 +13,11 @@ from durable_plan.cli.commands.server import client_command, connect
 from durable_plan.server.activity_logs import one_line_activity_failures
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from temporalio.client import Client
+
+    from durable_plan.tools.registry import Tool, ToolRegistry
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -33,25 +37,62 @@ def worker(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, registry: object) -> int:
-    from durable_plan.temporal.worker import plan_worker
+    from durable_plan.temporal.worker import plan_worker, tool_worker
     from durable_plan.tools.registry import ToolRegistry
 
     assert isinstance(registry, ToolRegistry)
     client = await connect(args.address, args.namespace, encrypt=args.encrypt)
+    try:
+        if args.tools_only:  # the tools routed to this queue, for plans on other queues
+            served = registry.routed_to(args.task_queue)
+            worker = tool_worker(client, task_queue=args.task_queue, registry=registry)
+        else:
+            served = [t for t in registry if t.target is not None and t.kind != "mcp"]
+            worker = plan_worker(client, task_queue=args.task_queue, registry=registry)
+    except ValueError as exc:
+        raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with plan_worker(client, task_queue=args.task_queue, registry=registry):
+    async with worker:
+        what = "tools" if args.tools_only else "plans and tools"
         print(
-            f"worker: {len(registry)} tools ({', '.join(registry.names)}) on task queue "
-            f"{args.task_queue!r} at {args.address} (namespace {args.namespace})"
-            f"{_sealing(client)}; Ctrl-C stops it",
+            f"worker: {what} on task queue {args.task_queue!r} at {args.address} (namespace "
+            f"{args.namespace}): {_served(served, args.task_queue)}"
+            f"{_routed_elsewhere(registry, args.task_queue)}{_sealing(client)}; Ctrl-C stops it",
             flush=True,
         )
         await stop.wait()
         print("worker: stopping (running steps may finish first)", file=sys.stderr, flush=True)
     return EXIT_OK
+
+
+def _served(tools: Sequence[Tool], task_queue: str) -> str:
+    """``3 tools (a, b, c)``, with the queue's limits when its tools have any."""
+    from durable_plan.language.routing import queue_limits
+
+    text = f"{len(tools)} tools ({', '.join(t.name for t in tools)})"
+    limits = queue_limits([t for t in tools if t.options.task_queue == task_queue], task_queue)
+    if "max_task_queue_activities_per_second" in limits:
+        text += f", at most {limits['max_task_queue_activities_per_second']:g} calls/s"
+    if "max_concurrent_activities" in limits:
+        text += f", at most {limits['max_concurrent_activities']} at once on this worker"
+    return text
+
+
+def _routed_elsewhere(registry: ToolRegistry, task_queue: str) -> str:
+    """Where the plans' routed tools run, so a person knows which workers to start too."""
+    queues: dict[str, list[str]] = {}
+    for tool in registry:
+        queue = tool.options.task_queue
+        if queue is not None and queue != task_queue:
+            queues.setdefault(queue, []).append(tool.name)
+    return "".join(
+        f"; {', '.join(names)} run on task queue {queue!r} (durable-plan worker --tools-only "
+        f"--task-queue {queue})"
+        for queue, names in sorted(queues.items())
+    )
 
 
 def _sealing(client: Client) -> str:

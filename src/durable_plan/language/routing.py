@@ -25,25 +25,34 @@ class _Routed(Protocol):
     def options(self) -> ToolOptions: ...
 
 
-def check_routing(name: str, options: ToolOptions) -> None:
-    """Refuse, when the tool is registered, routing its owner cannot have meant."""
+def routing_problem(options: ToolOptions) -> str | None:
+    """What is wrong with a tool's routing, if anything: the one rule, used when a tool is
+    registered (``check_routing``) and by the plan check for tool tables built by hand."""
     limited = options.max_concurrent is not None or options.max_per_second is not None
     if limited and options.task_queue is None:
-        raise ValueError(
-            f"tool {name!r}: max_concurrent / max_per_second are the limits of a task queue; "
-            "give the tool a queue of its own (task_queue=...) and run a tool_worker for it"
+        return (
+            "max_concurrent / max_per_second are the limits of a task queue, and the tool has "
+            "no queue of its own; give it one (task_queue=...) and run a tool_worker for it"
         )
     if options.max_concurrent is not None and options.max_concurrent < 1:
-        raise ValueError(f"tool {name!r}: max_concurrent must be at least 1")
+        return "max_concurrent must be at least 1"
     if options.max_per_second is not None and not options.max_per_second > 0:
-        raise ValueError(f"tool {name!r}: max_per_second must be more than 0")
+        return "max_per_second must be more than 0"
     if options.task_queue is not None and (options.local or options.allow_local):
-        raise ValueError(
-            f"tool {name!r}: a tool on its own task queue cannot run as a local activity "
-            "(a local activity runs on the plan's worker, which does not serve the tool)"
+        return (
+            "a tool on its own task queue cannot run as a local activity (a local activity "
+            "runs on the plan's worker, which does not serve the tool)"
         )
     if options.task_queue is not None and options.kind == "mcp":
-        raise ValueError(f"tool {name!r}: an MCP tool runs where its server's activities do")
+        return "an MCP tool runs where its server's activities do (mcp_task_queue)"
+    return None
+
+
+def check_routing(name: str, options: ToolOptions) -> None:
+    """Refuse, when the tool is registered, routing its owner cannot have meant."""
+    problem = routing_problem(options)
+    if problem is not None:
+        raise ValueError(f"tool {name!r}: {problem}")
 
 
 def queue_limits(tools: Iterable[_Routed], task_queue: str) -> dict[str, Any]:
