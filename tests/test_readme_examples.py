@@ -40,6 +40,7 @@ def test_every_python_block_is_a_file_the_tests_run() -> None:
         "examples/issue_agent.py",
         "examples/encrypted_plans.py",
         "examples/watch_a_plan.py",
+        "examples/routed_tools.py",
     }
 
 
