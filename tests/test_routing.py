@@ -545,3 +545,22 @@ async def test_fairness_serves_a_second_conversation_in_turn() -> None:
     assert len(order) == 42
     last_b = max(i for i, wf in enumerate(order) if wf == b.id)
     assert last_b < 21, order  # measured: B's last call was call 11-16 of 42
+
+
+async def test_run_with_its_own_worker_serves_the_routed_queues_too(
+    temporal_target: str, client: Client, workflow_id: str
+) -> None:
+    """`durable-plan run` has every tool's code: its own worker serves the tools' queues."""
+    ran = await arun_cli(
+        "run",
+        str(ROOT / "examples" / "plans" / "party_round.yaml"),
+        "--tools",
+        "examples.routed_tools",
+        "--workflow-id",
+        workflow_id,
+        "--address",
+        temporal_target,
+    )
+    assert ran.returncode == 0, ran.stderr
+    queues = await _activity_queues(client, workflow_id)
+    assert queues.pop("narrate") != queues["monster"]

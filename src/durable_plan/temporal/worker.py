@@ -107,11 +107,10 @@ def tool_worker(
     ``result_store`` as for ``plan_worker`` (the plan's workers and this one share both)."""
     served = registry.routed_to(task_queue)
     if not served:
-        routed = sorted({str(t.options.task_queue) for t in registry if t.options.task_queue})
         raise ValueError(
             f"no tool of the registry runs on task queue {task_queue!r} (queues routed: "
-            f"{', '.join(routed) or 'none'}); route tools there (ToolRegistry.route / "
-            "add(task_queue=...)) or serve the plan's queue with plan_worker"
+            f"{', '.join(registry.task_queues()) or 'none'}); route tools there "
+            "(ToolRegistry.route / add(task_queue=...)) or serve the plan's queue with plan_worker"
         )
     client, store = _client_and_store(client, encryption, result_store)
     options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}

@@ -181,6 +181,16 @@ class ToolRegistry:
                 return queue
         return None
 
+    def task_queues(self) -> dict[str, list[str]]:
+        """Each task queue tools are routed to, with their names (declared tools included),
+        in name order: the workers a deployment of this registry runs besides the plans'."""
+        queues: dict[str, list[str]] = {}
+        for name in sorted(self._tools):
+            queue = self._tools[name].options.task_queue
+            if queue is not None:
+                queues.setdefault(queue, []).append(name)
+        return dict(sorted(queues.items()))
+
     def routed_to(self, task_queue: str) -> list[Tool]:
         """The tools whose steps run on ``task_queue``, a queue of their own, with code in
         this process (a ``tool_worker`` serves them; declared tools have their code there)."""

@@ -219,9 +219,16 @@ async def _worker(
     if no_worker:
         yield
         return
-    from durable_plan.temporal.worker import plan_worker
+    from durable_plan.temporal.worker import plan_worker, tool_worker
 
-    async with plan_worker(client, task_queue=queue, registry=registry):
+    async with contextlib.AsyncExitStack() as workers:
+        await workers.enter_async_context(plan_worker(client, task_queue=queue, registry=registry))
+        # This process has the code of the tools routed elsewhere: it serves their queues too.
+        for tool_queue in registry.task_queues():
+            if registry.routed_to(tool_queue):
+                await workers.enter_async_context(
+                    tool_worker(client, task_queue=tool_queue, registry=registry)
+                )
         yield
 
 

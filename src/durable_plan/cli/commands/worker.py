@@ -83,15 +83,11 @@ def _served(tools: Sequence[Tool], task_queue: str) -> str:
 
 def _routed_elsewhere(registry: ToolRegistry, task_queue: str) -> str:
     """Where the plans' routed tools run, so a person knows which workers to start too."""
-    queues: dict[str, list[str]] = {}
-    for tool in registry:
-        queue = tool.options.task_queue
-        if queue is not None and queue != task_queue:
-            queues.setdefault(queue, []).append(tool.name)
     return "".join(
         f"; {', '.join(names)} run on task queue {queue!r} (durable-plan worker --tools-only "
         f"--task-queue {queue})"
-        for queue, names in sorted(queues.items())
+        for queue, names in registry.task_queues().items()
+        if queue != task_queue
     )
 
 
