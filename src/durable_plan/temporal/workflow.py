@@ -353,7 +353,11 @@ class PlanWorkflow(ApprovalHandlers):
             max_task_bytes=request.max_task_bytes,
             stream_events=request.stream_events,
             payloads_stored=request.payloads_stored,
-            fairness_key=fairness_key(request),
+            # Only where a call waits on a tool's own queue (a plan without routed tools
+            # starts its agent steps with the input it always had).
+            fairness_key=fairness_key(request)
+            if any(request.tools[name].task_queue for name in spec.tools)
+            else None,
             model_task_queue=request.model_task_queue,
         )
         verdict = await self._admission.enter(json_size(step_input.to_wire()), wanted=wanted)
