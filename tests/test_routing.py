@@ -375,12 +375,11 @@ async def test_two_command_line_workers_each_serve_their_part_of_the_tools(
         for proc in (plans, storyteller):
             assert proc.stdout is not None
             banners.append((await asyncio.wait_for(proc.stdout.readline(), 60)).decode())
-        assert "worker: plans and tools on task queue" in banners[0]
+        assert banners[0].startswith("worker: 10 tools (look_up_monster, ")
         assert f"narrate_round run on task queue '{story}'" in banners[0]
-        assert banners[1].startswith(f"worker: tools on task queue '{story}'")
-        assert (
-            "1 tools (narrate_round), at most 2 calls/s, at most 4 at once on this worker"
-            in banners[1]
+        assert banners[1].startswith(
+            "worker (tools only): 1 tools (narrate_round), at most 2 calls/s, at most 4 at "
+            f"once on this worker on task queue '{story}'"
         )
         ran = await arun_cli(
             "run",

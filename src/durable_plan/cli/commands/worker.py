@@ -47,7 +47,13 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
             served = registry.routed_to(args.task_queue)
             worker = tool_worker(client, task_queue=args.task_queue, registry=registry)
         else:
-            served = [t for t in registry if t.target is not None and t.kind != "mcp"]
+            served = [  # routed tools are named with their queue (their code is kept too)
+                t
+                for t in registry
+                if t.target is not None
+                and t.kind != "mcp"
+                and t.options.task_queue in (None, args.task_queue)
+            ]
             worker = plan_worker(client, task_queue=args.task_queue, registry=registry)
     except ValueError as exc:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
@@ -56,10 +62,10 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with worker:
-        what = "tools" if args.tools_only else "plans and tools"
         print(
-            f"worker: {what} on task queue {args.task_queue!r} at {args.address} (namespace "
-            f"{args.namespace}): {_served(served, args.task_queue)}"
+            f"worker{' (tools only)' if args.tools_only else ''}: "
+            f"{_served(served, args.task_queue)} on task queue {args.task_queue!r} at "
+            f"{args.address} (namespace {args.namespace})"
             f"{_routed_elsewhere(registry, args.task_queue)}{_sealing(client)}; Ctrl-C stops it",
             flush=True,
         )
