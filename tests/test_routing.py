@@ -25,7 +25,12 @@ from durable_plan.language.routing import queue_limits
 from durable_plan.local.runner import execute_plan
 from durable_plan.server.devserver import TUNED_DYNAMIC_CONFIG, DevServer
 from durable_plan.temporal import model_worker, plan_worker, run_plan, start_plan, tool_worker
-from durable_plan.temporal.client import NoWorkerWarning, plan_input, tool_queues
+from durable_plan.temporal.client import (
+    NoWorkerError,
+    NoWorkerWarning,
+    plan_input,
+    tool_queues,
+)
 from durable_plan.temporal.messages import PlanInput
 from durable_plan.testing import ScriptedModel, call, output
 from durable_plan.tools.registry import ToolRegistry
@@ -149,7 +154,41 @@ def test_the_tool_table_carries_routing_only_when_set() -> None:
     assert wire["tools"]["render"]["task_queue"] == "gpu"
     back = PlanInput.from_wire(wire).tools["render"]
     assert (back.task_queue, back.max_per_second, back.max_concurrent) == ("gpu", 2.5, 3)
-    assert tool_queues(PLAN, registry.options()) == {"gpu": ["render"]}
+    checked = check_plan(PLAN, catalog=registry.catalog(durable=True), durable=True)
+    assert tool_queues(checked, registry.options()) == {"gpu": ["render"]}
+
+
+def test_the_queues_a_plan_needs_are_read_from_the_checked_plan() -> None:
+    """Agent steps' tool patterns resolve as the workflow resolves them (no ``tools``: all);
+    a ``tool`` key inside arguments names nothing; the model queue only with an agent step."""
+    registry = ToolRegistry([lookup])
+    registry.add(render, task_queue="gpu")
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    catalog = replace(registry.catalog(durable=True), default_model="m")
+
+    def queues(plan: dict[str, Any]) -> dict[str, list[str]]:
+        checked = check_plan(plan, catalog=catalog, durable=True)
+        return tool_queues(checked, registry.options(), model_task_queue="models")
+
+    agent = {"prompt": "Draw.", "output_schema": schema}
+    everything = {"steps": [{"id": "a", "tool": "agent", "args": agent}]}
+    assert queues(everything) == {"gpu": ["render"], "models": ["agent steps' model calls"]}
+    pattern = {"steps": [{"id": "a", "tool": "agent", "args": {**agent, "tools": ["rend*"]}}]}
+    assert queues(pattern)["gpu"] == ["render"]
+    looked = {"steps": [{"id": "a", "tool": "agent", "args": {**agent, "tools": ["look*"]}}]}
+    assert queues(looked) == {"models": ["agent steps' model calls"]}
+    mapped = {
+        "steps": [
+            {
+                "id": "m",
+                "tool": "map",
+                "args": {"over": [1], "do": {"tool": "render", "args": {"name": "x", "hp": 1}}},
+            }
+        ]
+    }
+    assert queues(mapped) == {"gpu": ["render"]}
+    literal = {"steps": [{"id": "l", "tool": "lookup", "args": {"name": "x"}}]}
+    assert queues(literal) == {}
 
 
 def test_a_tool_worker_takes_its_queues_limits(client: Client) -> None:
@@ -195,6 +234,51 @@ async def test_two_workers_on_two_queues_run_one_plan(
     assert result.ok, result
     assert result.returned["draw"] == {"picture": "orc:12"}
     assert await _activity_queues(client, workflow_id) == {"find": task_queue, "draw": gpu_queue}
+
+
+async def test_if_no_worker_raise_refuses_a_plan_whose_tool_queue_has_none(
+    client: Client, task_queue: str
+) -> None:
+    plans, _ = split_registries(f"{task_queue}-gpu")
+    async with plan_worker(client, task_queue=task_queue, registry=plans):
+        with pytest.raises(NoWorkerError, match=f"no worker polls task queue '{task_queue}-gpu'"):
+            await start_plan(
+                client, PLAN, task_queue=task_queue, registry=plans, if_no_worker="raise"
+            )
+    started = [w.id async for w in client.list_workflows(f"TaskQueue = '{task_queue}'")]
+    assert started == []
+
+
+async def test_start_plan_names_model_worker_for_a_model_queue_without_one(
+    client: Client, task_queue: str
+) -> None:
+    plans, _ = split_registries(f"{task_queue}-gpu")
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    plan = {
+        "steps": [
+            {
+                "id": "a",
+                "tool": "agent",
+                "args": {"prompt": "Look.", "output_schema": schema, "tools": ["lookup"]},
+            }
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=plans):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            handle = await start_plan(
+                client,
+                plan,
+                task_queue=task_queue,
+                registry=plans,
+                model="scripted",
+                model_task_queue=f"{task_queue}-models",
+            )
+        await handle.handle.terminate("test over")
+    texts = [str(w.message) for w in caught if issubclass(w.category, NoWorkerWarning)]
+    assert len(texts) == 1, texts  # the gpu queue is not needed: the agent may not render
+    assert f"no worker polls task queue '{task_queue}-models'" in texts[0]
+    assert "model_worker(client" in texts[0] and "tool_worker" not in texts[0]
 
 
 async def test_start_plan_warns_per_tool_queue_without_a_worker(

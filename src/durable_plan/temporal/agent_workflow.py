@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         DEFAULT_MAX_RESULT_BYTES,
         DEFAULT_MAX_TASK_BYTES,
         HOOK_REPLY_SIGNAL,
+        options_to_wire,
     )
     from durable_plan.temporal.payload_limits import MAX_MODEL_INPUT_BYTES, MODEL_INPUT_COPIES
     from durable_plan.temporal.pipeline import Stages
@@ -98,8 +99,18 @@ class AgentStepInput:
     """Where the model calls run (None: this workflow's queue)."""
 
     def to_wire(self) -> dict[str, Any]:
-        """As the data converter encodes it (for measuring what starting it costs)."""
-        return asdict(self)
+        """What starts the child (and what admission measures): fields added since 0.1
+        that are unset stay off, so a plan without routing starts its agent steps with
+        the bytes it always did (admission decides from their size, alike on replay)."""
+        wire = asdict(self)
+        wire["tools"] = {name: options_to_wire(o) for name, o in self.tools.items()}
+        for name in _UNSET_OFF_THE_WIRE:
+            if wire[name] is None:
+                del wire[name]
+        return wire
+
+
+_UNSET_OFF_THE_WIRE = ("fairness_key", "model_task_queue")
 
 
 @workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)

@@ -32,7 +32,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.language.agent_step import AGENT_TOOL
+from durable_plan.language.agent_step import AGENT_TOOL, resolve_tools
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.events import PlanEvent
 from durable_plan.run.reuse import REMEMBERED_KEY
@@ -120,51 +120,77 @@ async def _worker_seen(client: Client, task_queue: str, *, activities: bool = Fa
         return True
 
 
-def tool_queues(plan: Mapping[str, Any], tools: Mapping[str, ToolOptions]) -> dict[str, list[str]]:
-    """The task queues of their own that the plan's tools run on, with the tools on each
-    (steps, map bodies and agent steps' tools alike): those whose workers it needs."""
+def tool_queues(
+    checked: CheckedPlan, tools: Mapping[str, ToolOptions], model_task_queue: str | None = None
+) -> dict[str, list[str]]:
+    """The task queues of their own that the plan's calls run on, with what waits there:
+    the tools routed to each (plan steps, map and reduce bodies, and the tools an agent
+    step may call, resolved as the workflow resolves them) and, when the plan has an agent
+    step, its model calls' queue. What ``start_plan`` needs workers for, besides its own."""
     named: set[str] = set()
-
-    def walk(value: Any) -> None:
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                if key == "tool" and isinstance(item, str):
-                    named.add(item)
-                elif key == "tools" and isinstance(item, list):
-                    named.update(t for t in item if isinstance(t, str))
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(plan)
+    agents = False
+    for checked_step in checked.steps.values():
+        calls: list[tuple[str, Mapping[str, Any]]] = [
+            (checked_step.step.tool, checked_step.step.args)
+        ]
+        if checked_step.body is not None:
+            calls.append((checked_step.body.tool, checked_step.body.args))
+        for tool, args in calls:
+            if tool == AGENT_TOOL:
+                agents = True
+                patterns = args.get("tools")  # checked: a list of patterns, or absent (all)
+                listed = [str(p) for p in patterns] if isinstance(patterns, list) else None
+                named.update(resolve_tools(listed, list(tools)))
+            else:
+                named.add(tool)
     queues: dict[str, list[str]] = {}
     for name in sorted(named):
         queue = tools[name].task_queue if name in tools else None
         if queue is not None:
             queues.setdefault(queue, []).append(name)
+    if agents and model_task_queue:
+        queues.setdefault(model_task_queue, []).append(MODEL_CALLS)
     return queues
 
 
-async def _warn_tool_queues(client: Client, request: PlanInput) -> None:
-    """One warning per queue of the plan's routed tools (and its model calls) that no
-    worker polls: those steps would wait for one."""
-    queues = tool_queues(request.plan, request.tools)
-    if request.model_task_queue:
-        queues.setdefault(request.model_task_queue, []).append("agent steps' model calls")
-    if not queues:
-        return
-    seen = await asyncio.gather(*(_worker_seen(client, queue, activities=True) for queue in queues))
-    for (queue, names), polled in zip(queues.items(), seen, strict=True):
+MODEL_CALLS = "agent steps' model calls"
+
+
+def _serve_fix(queue: str, names: list[str]) -> str:
+    """How to start what waits on ``queue``: a model worker, or the tools' worker."""
+    waiting = ", ".join(names)
+    if names == [MODEL_CALLS]:
+        return (
+            f"{waiting} wait until one does: run model_worker(client, task_queue={queue!r}) "
+            "on a client with StrandsPlugin(models=...)"
+        )
+    fix = (
+        f"the steps of {waiting} wait until one does: run tool_worker(client, "
+        f"task_queue={queue!r}, registry=...) (durable-plan worker --tools MODULE "
+        f"--tools-only --task-queue {queue})"
+    )
+    if MODEL_CALLS in names:
+        fix += f", and model_worker(client, task_queue={queue!r}) for the model calls"
+    return fix
+
+
+async def _unpolled_queues(
+    client: Client, task_queue: str, checked: CheckedPlan, request: PlanInput
+) -> list[str]:
+    """One line per queue the plan needs that no worker polls (its own first): asked in
+    parallel, each the courtesy ``_worker_seen`` is."""
+    queues = tool_queues(checked, request.tools, request.model_task_queue)
+    queues.pop(task_queue, None)  # a tool routed to the plan's own queue: the plan's worker
+    seen = await asyncio.gather(
+        _worker_seen(client, task_queue),
+        *(_worker_seen(client, queue, activities=True) for queue in queues),
+    )
+    address = _address(client)
+    lines = [] if seen[0] else [no_worker_message(task_queue, address)]
+    for (queue, names), polled in zip(queues.items(), seen[1:], strict=True):
         if not polled:
-            fix = (
-                f"the steps of {', '.join(names)} wait until one does: run "
-                f"tool_worker(client, task_queue={queue!r}, registry=...) (durable-plan "
-                f"worker --tools MODULE --task-queue {queue} --tools-only)"
-            )
-            warnings.warn(
-                NoWorkerWarning(no_worker_message(queue, _address(client), fix)), stacklevel=3
-            )
+            lines.append(no_worker_message(queue, address, _serve_fix(queue, names)))
+    return lines
 
 
 def _address(client: Client) -> str:
@@ -369,8 +395,10 @@ async def start_plan(
         model=extra.pop("model", None),
         **extra,
     )
-    if if_no_worker == "raise" and not await _worker_seen(client, task_queue):
-        raise NoWorkerError(no_worker_message(task_queue, _address(client)))
+    if if_no_worker == "raise":
+        missing = await _unpolled_queues(client, task_queue, checked, request)
+        if missing:
+            raise NoWorkerError("; ".join(missing))
     options: dict[str, Any] = {
         # A worker for this queue in this process gets the first workflow task in the
         # start response, saving a server round trip; elsewhere it is a no-op.
@@ -388,13 +416,11 @@ async def start_plan(
     )
     if if_no_worker != "warn":
         return PlanHandle(await start)
-    handle, polled, _ = await asyncio.gather(
-        start, _worker_seen(client, task_queue), _warn_tool_queues(client, request)
+    handle, missing = await asyncio.gather(
+        start, _unpolled_queues(client, task_queue, checked, request)
     )
-    if not polled:
-        warnings.warn(
-            NoWorkerWarning(no_worker_message(task_queue, _address(client))), stacklevel=2
-        )
+    for line in missing:
+        warnings.warn(NoWorkerWarning(line), stacklevel=2)
     return PlanHandle(handle)
 
 

@@ -236,7 +236,7 @@ class PlanInput:
         return {
             "plan": self.plan,
             "settings": settings,
-            "tools": {name: _options_wire(o) for name, o in self.tools.items()},
+            "tools": {name: options_to_wire(o) for name, o in self.tools.items()},
         }
 
     @classmethod
@@ -268,7 +268,7 @@ _ROUTING_FIELDS = ("task_queue", "max_concurrent", "max_per_second")
 """Sent only when set: tool tables of plans without routing stay as they were."""
 
 
-def _options_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
+def options_to_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
     if isinstance(options, dict):
         return dict(options)
     wire = asdict(options)

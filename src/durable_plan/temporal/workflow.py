@@ -360,7 +360,8 @@ class PlanWorkflow(ApprovalHandlers):
             else None,
             model_task_queue=request.model_task_queue,
         )
-        verdict = await self._admission.enter(json_size(step_input.to_wire()), wanted=wanted)
+        wire = step_input.to_wire()
+        verdict = await self._admission.enter(json_size(wire), wanted=wanted)
         if verdict == "withdrawn":
             return None
         if verdict == "full":
@@ -370,7 +371,7 @@ class PlanWorkflow(ApprovalHandlers):
         try:
             result = await workflow.execute_child_workflow(
                 AGENT_STEP_WORKFLOW_NAME,
-                step_input,
+                wire,
                 id=child_workflow_id(me.workflow_id, "agent", call.step_id),
                 task_queue=request.task_queue or me.task_queue,
                 result_type=dict,
