@@ -18,6 +18,7 @@ from temporalio.exceptions import ActivityError
 from durable_plan.language.errors import describe_exception
 from durable_plan.temporal.messages import StepRequest, StepResponse, failure_message
 from durable_plan.temporal.policy import CallPolicy, retry_policy
+from durable_plan.tools.limits import call_slot
 from durable_plan.tools.named_tool import NamedTool
 from durable_plan.tools.registry import Tool, ToolRegistry
 from durable_plan.tools.results import tool_result
@@ -43,7 +44,8 @@ class DurableTool(NamedTool):
             if workflow.in_workflow():
                 value = await self._run_activity(tool_use_id, args)
             else:
-                value = await self._tool.invoke(args)
+                async with call_slot(self._tool.options):  # the limits, as in-process
+                    value = await self._tool.invoke(args)
         except ActivityError as exc:
             return tool_result(tool_use_id, False, failure_message(exc))
         except Exception as exc:

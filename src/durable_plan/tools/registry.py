@@ -30,6 +30,7 @@ from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, To
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.routing import check_routing
 from durable_plan.tools.approval import ApprovalPolicy
+from durable_plan.tools.limits import call_slot
 
 __all__ = [
     "APPROVAL_REFUSAL",
@@ -329,9 +330,12 @@ class ToolRegistry:
     async def invoke(
         self, name: str, args: dict[str, Any], invocation_state: Mapping[str, Any] | None = None
     ) -> Any:
-        """An ``Invoker`` for the in-process runner."""
+        """An ``Invoker`` for the in-process runner: the tool's limits hold per process
+        (``durable_plan.tools.limits``; durably its queue holds them)."""
+        tool = self.get(name)
         try:
-            return await self.get(name).invoke(args, invocation_state)
+            async with call_slot(tool.options):
+                return await tool.invoke(args, invocation_state)
         except InterruptException:
             # Nobody can answer a person's question in the middle of a plan.
             raise StepFailure(interrupt_message(name)) from None
