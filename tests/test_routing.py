@@ -486,7 +486,7 @@ async def test_two_command_line_workers_each_serve_their_part_of_the_tools(
         assert banners[0].startswith("worker: 10 tools (look_up_monster, ")
         assert f"narrate_round run on task queue '{story}'" in banners[0]
         assert banners[1].startswith(
-            "worker (tools only): 1 tools (narrate_round), at most 2 calls/s, at most 4 at "
+            "worker (tools only): 1 tool (narrate_round), at most 2 calls/s, at most 4 at "
             f"once on this worker on task queue '{story}'"
         )
         ran = await arun_cli(

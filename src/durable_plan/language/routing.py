@@ -16,6 +16,9 @@ from typing import Any, Protocol
 
 from durable_plan.language.options import ToolOptions
 
+MAX_QUEUE_NAME = 1000
+"""Temporal's longest task queue name (bytes of ASCII, which names here mostly are)."""
+
 
 class _Routed(Protocol):
     @property
@@ -28,6 +31,14 @@ class _Routed(Protocol):
 def routing_problem(options: ToolOptions) -> str | None:
     """What is wrong with a tool's routing, if anything: the one rule, used when a tool is
     registered (``check_routing``) and by the plan check for tool tables built by hand."""
+    queue = options.task_queue
+    if queue is not None and (not isinstance(queue, str) or not 0 < len(queue) <= MAX_QUEUE_NAME):
+        return f"task_queue must be a name of 1 to {MAX_QUEUE_NAME} characters"
+    concurrent, rate = options.max_concurrent, options.max_per_second
+    if concurrent is not None and (isinstance(concurrent, bool) or not isinstance(concurrent, int)):
+        return "max_concurrent must be a whole number"
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)):
+        return "max_per_second must be a number"
     limited = options.max_concurrent is not None or options.max_per_second is not None
     if limited and options.task_queue is None:
         return (

@@ -122,10 +122,17 @@ def tool_worker(
     )
 
 
-def model_worker(client: Client, *, task_queue: str, **worker_kwargs: Any) -> Worker:
+def model_worker(
+    client: Client,
+    *,
+    task_queue: str,
+    encryption: Keyring | None = None,
+    **worker_kwargs: Any,
+) -> Worker:
     """A worker for agent steps' model calls alone (``PlanInput.model_task_queue``): the
     model activities of the client's ``StrandsPlugin(models=...)``, no workflows, no tools.
-    Only the machines that hold the model's credentials need to run one."""
+    Only the machines that hold the model's credentials need to run one. ``encryption``
+    as for ``plan_worker``: with encrypted plans, the model calls are sealed too."""
     from temporalio.strands_agents import StrandsPlugin
 
     if not any(isinstance(p, StrandsPlugin) for p in client.config()["plugins"]):
@@ -133,6 +140,10 @@ def model_worker(client: Client, *, task_queue: str, **worker_kwargs: Any) -> Wo
             "model_worker needs a client connected with StrandsPlugin(models=...): the model "
             "activities come from it"
         )
+    if encryption is not None:
+        from durable_plan.protect.encryption import encrypted_client
+
+        client = encrypted_client(client, encryption)
     options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
     note_worker_converter(client.data_converter)
     return Worker(client, task_queue=task_queue, **options)

@@ -126,16 +126,22 @@ class ToolRegistry:
     def route(self, patterns: str | Sequence[str], task_queue: str) -> None:
         """Tools whose names match ``patterns`` (``"gpu_*"``; later patterns win, as in
         ``plannable``) run on ``task_queue``: the ones registered already and the ones
-        registered after. A tool's own ``task_queue=`` wins over any route."""
+        registered after. A tool's own ``task_queue=`` wins over any route; MCP tools run
+        where their server's activities do and are left alone. All or nothing: a tool the
+        route cannot take (one that runs local) is an error and nothing is routed."""
         listed = (patterns,) if isinstance(patterns, str) else tuple(patterns)
-        if not task_queue:
-            raise ValueError("route() needs a task queue name")
+        routed = {
+            name: replace(tool, options=replace(tool.options, task_queue=task_queue))
+            for name, tool in self._tools.items()
+            if tool.options.task_queue is None
+            and tool.kind != "mcp"
+            and matches_patterns(name, listed)
+        }
+        check_routing(f"route({listed!r})", replace(ToolOptions(), task_queue=task_queue))
+        for name, tool in routed.items():
+            check_routing(name, tool.options)
         self._routes.append((listed, task_queue))
-        for name, tool in self._tools.items():
-            if tool.options.task_queue is None and matches_patterns(name, listed):
-                options = replace(tool.options, task_queue=task_queue)
-                check_routing(name, options)
-                self._tools[name] = replace(tool, options=options)
+        self._tools.update(routed)
 
     def declare(
         self,
@@ -177,6 +183,7 @@ class ToolRegistry:
         return tool
 
     def _routed(self, name: str) -> str | None:
+        """The queue of the latest route whose patterns match ``name``, if any."""
         for patterns, queue in reversed(self._routes):
             if matches_patterns(name, patterns):
                 return queue
@@ -267,6 +274,7 @@ class ToolRegistry:
         a name already taken is an error naming both, never a silent replacement."""
         merged = ToolRegistry()
         merged._tools = dict(self._tools)
+        merged._routes = list(self._routes)
         for tool in tools:
             if tool.name in merged._tools:
                 raise ValueError(

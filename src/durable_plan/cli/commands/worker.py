@@ -66,7 +66,8 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
             f"worker{' (tools only)' if args.tools_only else ''}: "
             f"{_served(served, args.task_queue)} on task queue {args.task_queue!r} at "
             f"{args.address} (namespace {args.namespace})"
-            f"{_routed_elsewhere(registry, args.task_queue)}{_sealing(client)}; Ctrl-C stops it",
+            f"{_routed_elsewhere(registry, args.task_queue, args.tools)}{_sealing(client)}; "
+            "Ctrl-C stops it",
             flush=True,
         )
         await stop.wait()
@@ -78,7 +79,7 @@ def _served(tools: Sequence[Tool], task_queue: str) -> str:
     """``3 tools (a, b, c)``, with the queue's limits when its tools have any."""
     from durable_plan.language.routing import queue_limits
 
-    text = f"{len(tools)} tools ({', '.join(t.name for t in tools)})"
+    text = f"{len(tools)} tool{'' if len(tools) == 1 else 's'} ({', '.join(t.name for t in tools)})"
     limits = queue_limits([t for t in tools if t.options.task_queue == task_queue], task_queue)
     if "max_task_queue_activities_per_second" in limits:
         text += f", at most {limits['max_task_queue_activities_per_second']:g} calls/s"
@@ -87,11 +88,11 @@ def _served(tools: Sequence[Tool], task_queue: str) -> str:
     return text
 
 
-def _routed_elsewhere(registry: ToolRegistry, task_queue: str) -> str:
+def _routed_elsewhere(registry: ToolRegistry, task_queue: str, module: str) -> str:
     """Where the plans' routed tools run, so a person knows which workers to start too."""
     return "".join(
-        f"; {', '.join(names)} run on task queue {queue!r} (durable-plan worker --tools-only "
-        f"--task-queue {queue})"
+        f"; {', '.join(names)} run on task queue {queue!r} (durable-plan worker --tools "
+        f"{module} --tools-only --task-queue {queue})"
         for queue, names in registry.task_queues().items()
         if queue != task_queue
     )
