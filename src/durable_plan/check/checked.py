@@ -3,12 +3,13 @@ expressions parsed, in plan order, and the plan's levels. Neither runner re-deri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from durable_plan.expressions import Expression
 from durable_plan.expressions.templates import Template
+from durable_plan.language.agent_step import AGENT_TOOL, resolve_tools
 from durable_plan.language.plan import Plan, Step
 
 
@@ -65,3 +66,32 @@ class CheckedPlan:
     @property
     def returns(self) -> list[str]:
         return list(self.plan.returns) if self.plan.returns is not None else list(self.steps)
+
+    def tools_called(self, plannable: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The tools this plan may call, in ``plannable``'s order: those its steps and map
+        or reduce bodies name, and, second, those its agent steps may call (their ``tools``
+        patterns resolved against ``plannable`` as the runners resolve them; none given:
+        all). What the plan's tool table must hold, and what its routed queues are."""
+        named: set[str] = set()
+        agents: set[str] = set()
+        for checked_step in self.steps.values():
+            calls: list[tuple[str, Mapping[str, Any]]] = [
+                (checked_step.step.tool, checked_step.step.args)
+            ]
+            if checked_step.body is not None:
+                calls.append((checked_step.body.tool, checked_step.body.args))
+            for tool, args in calls:
+                if tool == AGENT_TOOL:
+                    patterns = args.get("tools")  # checked: a list of patterns, or absent
+                    listed = [str(p) for p in patterns] if isinstance(patterns, list) else None
+                    agents.update(resolve_tools(listed, plannable))
+                else:
+                    named.add(tool)
+        return [n for n in plannable if n in named], [n for n in plannable if n in agents]
+
+    @property
+    def has_agent_steps(self) -> bool:
+        return any(
+            cs.step.tool == AGENT_TOOL or (cs.body is not None and cs.body.tool == AGENT_TOOL)
+            for cs in self.steps.values()
+        )

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from durable_plan.language.limits import truncate_text
@@ -74,7 +74,14 @@ class PlanEvent:
     """The event's place in its stream, set by a subscriber (None in-process)."""
 
     def to_wire(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None and k != "offset"}
+        """The fields that are set, by reference: published at once (the stream encodes it
+        as it is appended), so no deep copy (``asdict``'s was a tenth of a plan's work)."""
+        wire: dict[str, Any] = {}
+        for name in _WIRE_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                wire[name] = value
+        return wire
 
     @classmethod
     def from_wire(cls, raw: Mapping[str, Any], offset: int | None = None) -> PlanEvent:
@@ -82,6 +89,8 @@ class PlanEvent:
         values = {k: v for k, v in raw.items() if k in names and k != "offset"}
         return cls(**values, offset=offset)
 
+
+_WIRE_FIELDS = tuple(f.name for f in fields(PlanEvent) if f.name != "offset")
 
 EventSink = Callable[[PlanEvent], None]
 

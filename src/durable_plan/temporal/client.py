@@ -32,7 +32,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.language.agent_step import AGENT_TOOL, resolve_tools
+from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.events import PlanEvent
 from durable_plan.run.reuse import REMEMBERED_KEY
@@ -127,28 +127,13 @@ def tool_queues(
     the tools routed to each (plan steps, map and reduce bodies, and the tools an agent
     step may call, resolved as the workflow resolves them) and, when the plan has an agent
     step, its model calls' queue. What ``start_plan`` needs workers for, besides its own."""
-    named: set[str] = set()
-    agents = False
-    for checked_step in checked.steps.values():
-        calls: list[tuple[str, Mapping[str, Any]]] = [
-            (checked_step.step.tool, checked_step.step.args)
-        ]
-        if checked_step.body is not None:
-            calls.append((checked_step.body.tool, checked_step.body.args))
-        for tool, args in calls:
-            if tool == AGENT_TOOL:
-                agents = True
-                patterns = args.get("tools")  # checked: a list of patterns, or absent (all)
-                listed = [str(p) for p in patterns] if isinstance(patterns, list) else None
-                named.update(resolve_tools(listed, list(tools)))
-            else:
-                named.add(tool)
+    named, agent_tools = checked.tools_called(list(tools))
     queues: dict[str, list[str]] = {}
-    for name in sorted(named):
-        queue = tools[name].task_queue if name in tools else None
+    for name in sorted({*named, *agent_tools}):
+        queue = tools[name].task_queue
         if queue is not None:
             queues.setdefault(queue, []).append(name)
-    if agents and model_task_queue:
+    if checked.has_agent_steps and model_task_queue:
         queues.setdefault(model_task_queue, []).append(MODEL_CALLS)
     return queues
 
@@ -258,9 +243,18 @@ def _prepare(
 
 
 def checked_input(checked: CheckedPlan, tools: dict[str, ToolOptions], **fields: Any) -> PlanInput:
-    """The workflow input for a plan the caller has already checked."""
+    """The workflow input for a plan the caller has already checked, with the tools it
+    may call and nothing else (the table is in the plan's history, and an agent step's
+    in its child's: a registry's other tools would be carried by every plan). A tool's
+    description only travels when an agent step may call it: no model reads it else."""
     plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
-    return PlanInput(plan=plan, tools=tools, **fields)
+    named, agent_tools = checked.tools_called(list(tools))
+    table = {
+        name: tools[name] if name in agent_tools else replace(tools[name], description="")
+        for name in tools
+        if name in agent_tools or name in named
+    }
+    return PlanInput(plan=plan, tools=table, **fields)
 
 
 @dataclass

@@ -62,15 +62,17 @@ class StepRequest:
     def to_wire(self) -> dict[str, Any]:
         """The activity argument as a plain dict: the JSON object the dataclass encodes to,
         without the data converter's ``asdict`` deep copy (see ``StepResponse.from_wire``)."""
-        wire: dict[str, Any] = {
-            "step_id": self.step_id,
-            "args": self.args,
-            "max_result_bytes": self.max_result_bytes,
-            "retries": self.retries,
-        }
+        wire: dict[str, Any] = {"step_id": self.step_id, "args": self.args}
+        # Bounds at their defaults stay off: every version reads them back as those (one
+        # request per step, each in the plan's history).
+        if self.max_result_bytes != DEFAULT_MAX_RESULT_BYTES:
+            wire["max_result_bytes"] = self.max_result_bytes
+        if self.retries is not None:
+            wire["retries"] = self.retries
         if self.store_over_bytes is not None:
             wire["store_over_bytes"] = self.store_over_bytes
-            wire["max_stored_bytes"] = self.max_stored_bytes
+            if self.max_stored_bytes != DEFAULT_MAX_STORED_BYTES:
+                wire["max_stored_bytes"] = self.max_stored_bytes
             if self.store_chain is not None:
                 wire["store_chain"] = self.store_chain
         return wire
@@ -236,7 +238,7 @@ class PlanInput:
         return {
             "plan": self.plan,
             "settings": settings,
-            "tools": {name: options_to_wire(o) for name, o in self.tools.items()},
+            "tools": {name: _compact(options_to_wire(o)) for name, o in self.tools.items()},
         }
 
     @classmethod
@@ -276,6 +278,28 @@ def options_to_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
         if wire.get(name) is None:
             wire.pop(name, None)
     return wire
+
+
+def _compact(wire: dict[str, Any]) -> dict[str, Any]:
+    """A tool's options without those left at a default that says "nothing" (None, False,
+    "", [] and {}: every version reads them back alike): what the plan's start event
+    carries per tool. Defaults that could change (timeouts, retries, reuse) stay."""
+    return {k: v for k, v in wire.items() if not (k in _EMPTY_DEFAULTS and v == _EMPTY_DEFAULTS[k])}
+
+
+def _empty_default(f: Any) -> Any:
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
+
+
+_EMPTY_DEFAULTS = {
+    f.name: _empty_default(f)
+    for f in fields(ToolOptions)
+    if _empty_default(f) is None
+    or _empty_default(f) is False
+    or (isinstance(_empty_default(f), str | list | dict) and not _empty_default(f))
+}
 
 
 def _options_from_wire(data: Any) -> ToolOptions:

@@ -78,6 +78,13 @@ def bounded_payload(
     not ``final``, since its answer is incomplete).
     """
     payload = run.result().model_dump(mode="json")
+    # The ledger without the fields a line leaves unset (a client reads them back as None):
+    # two of the eight fields of every line, in the plan's history once more.
+    payload["ledger"] = [
+        {k: v for k, v in line.items() if v is not None} for line in payload["ledger"]
+    ]
+    if payload.get("exited") is None:
+        payload.pop("exited", None)
     if resolved:
         payload["returned"].update(resolved)  # stored results read back for the model
     returned: dict[str, Any] = payload["returned"]
