@@ -172,3 +172,66 @@ def test_a_plans_meter_is_reused_without_carrying_state() -> None:
         False,
         None,
     )
+
+
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    elements=st.lists(st.lists(NAMES, min_size=0, max_size=3), min_size=0, max_size=4),
+    prefix=st.sampled_from(["steps.", "steps", "$.steps."]),
+    separator=st.sampled_from([",", ", ", " , ", ",\n", ",\u00a0", ";"]),
+    brackets=st.sampled_from([("[", "]"), ("[ ", " ]"), ("(", ")"), ("[", "]]")]),
+)
+def test_lists_of_plain_paths_parse_as_jsonata_does(
+    elements: list[list[str]], prefix: str, separator: str, brackets: tuple[str, str]
+) -> None:
+    source = brackets[0] + separator.join(_source(n, prefix) for n in elements) + brackets[1]
+    try:
+        reference = parse_with_jsonata(source)
+    except expressions.ExpressionSyntaxError as exc:
+        with pytest.raises(expressions.ExpressionSyntaxError) as raised:
+            parse(source)
+        assert str(raised.value) == str(exc)
+        return
+    fast = parse(source)
+    assert _analysis(fast) == _analysis(reference)
+    assert fast == reference
+
+
+@st.composite
+def lists_and_results(draw: st.DrawFn) -> tuple[list[list[str]], dict[str, Any]]:
+    """Paths into one set of results (each mostly held, with a leaf of any kind)."""
+    paths: list[list[str]] = []
+    steps: dict[str, Any] = {}
+    for _ in range(draw(st.integers(1, 4))):
+        names, results = draw(paths_and_results())
+        paths.append(names)
+        steps = {**steps, **results}
+    return paths, steps
+
+
+@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=lists_and_results(), limits=LIMITS, spaced=st.booleans())
+def test_lists_of_plain_paths_evaluate_as_jsonata_does(
+    case: tuple[list[list[str]], dict[str, Any]], limits: ExpressionLimits, spaced: bool
+) -> None:
+    paths, steps = case
+    source = "[" + (", " if spaced else ",").join("steps." + ".".join(p) for p in paths) + "]"
+    if expression_analysis._simple_array(source) is None:
+        return
+    fast = parse(source)
+    reference = parse_with_jsonata(source)
+    scope = {"steps": steps}
+    assert _outcome(fast, scope, limits) == _outcome(reference, scope, limits)
+
+
+def test_the_list_shortcut_is_taken() -> None:
+    expr = parse("[steps.a.n, steps.b]")
+    assert expr.simple_array == (("a", "n"), ("b",))
+    budget = Budget()
+    scope = {"steps": {"a": {"n": 1}, "b": {"x": "y"}}}
+    assert expressions.evaluate(expr, scope, deterministic=True, budget=budget) == (
+        True,
+        [1, {"x": "y"}],
+    )
+    assert expr._cache == []  # never compiled
+    assert budget.limits.max_plan_steps - budget.remaining == 1 + 4 + 3 + 1

@@ -54,6 +54,11 @@ class Expression:
     bare_names: tuple[str, ...] = ()
     _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
     simple_path: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    simple_array: tuple[tuple[str, ...], ...] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """For ``[steps.a.b, steps.c]``: each element's path, read without JSONata when the
+    values allow (``_read_array``); None for every other expression."""
     """For ``steps.a.b``: ``("a", "b")``, read without JSONata when the values allow
     (``_read_simple``); None for every other expression."""
     prior_paths: tuple[tuple[str, ...], ...] = ()
@@ -90,6 +95,19 @@ def parse(source: str) -> Expression:
             functions=frozenset(),
             required=(simple,),
             simple_path=simple,
+        )
+    elements = _simple_array(source)
+    if elements is not None:
+        # A list of plain paths (a join's inputs, the commonest binding after a path):
+        # the same as the walk finds, every element a required path.
+        return Expression(
+            source=source,
+            refs=frozenset(path[0] for path in elements),
+            dynamic=(),
+            paths=elements,
+            functions=frozenset(),
+            required=elements,
+            simple_array=elements,
         )
     return parse_with_jsonata(source)
 
@@ -148,6 +166,19 @@ def _simple_path(source: str) -> tuple[str, ...] | None:
         if name in _KEYWORDS or _NAME.fullmatch(name) is None:
             return None
     return tuple(names)
+
+
+def _simple_array(source: str) -> tuple[tuple[str, ...], ...] | None:
+    """``[steps.a.b, steps.c]`` (plain paths, spaces only between them) as their paths."""
+    if not (source.startswith("[") and source.endswith("]")):
+        return None
+    paths = []
+    for part in source[1:-1].split(","):
+        path = _simple_path(part.strip(" "))
+        if path is None:
+            return None
+        paths.append(path)
+    return tuple(paths)
 
 
 class _Analysis:

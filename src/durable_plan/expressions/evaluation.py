@@ -117,11 +117,14 @@ def evaluate(
     """
     budget = budget if budget is not None else Budget()
     allowed = budget.allowance()
+    read = None
     if expr.simple_path is not None:
         read = _read_simple(expr.simple_path, scope, budget.limits)
-        if read is not None and read[1] <= allowed:
-            budget.spend(read[1])
-            return True, to_json(read[0], max_bytes=budget.limits.max_value_bytes)
+    elif expr.simple_array is not None:
+        read = _read_array(expr.simple_array, scope, budget.limits)
+    if read is not None and read[1] <= allowed:
+        budget.spend(read[1])
+        return True, to_json(read[0], max_bytes=budget.limits.max_value_bytes)
     meter = budget.meter(allowed)
     compiled = _instance(expr, deterministic=deterministic)
     bindings = meter.bindings
@@ -187,6 +190,30 @@ def _read_simple(
     if kind is float:
         return (current, steps) if math.isfinite(current) else None
     return None  # null, a missing key (None too), or not JSON
+
+
+def _read_array(
+    paths: tuple[tuple[str, ...], ...], scope: Mapping[str, Any], limits: ExpressionLimits
+) -> tuple[Any, int] | None:
+    """``[steps.a.b, steps.c]`` read directly: (the list, the steps JSONata's meter counts).
+
+    Only where the result is certain to be JSONata's: every element read by
+    ``_read_simple`` and none a list (JSONata's array constructor splices a path's list
+    into the result) or missing (it drops an undefined element), and the list within the
+    array limit. The count (the constructor's node, each path's, and what
+    ``_Meter.measure`` charges for the list built) is pinned against the metered
+    evaluation by ``tests/test_fast_paths.py``."""
+    values = []
+    steps = 1
+    for path in paths:
+        read = _read_simple(path, scope, limits)
+        if read is None or type(read[0]) is list:
+            return None
+        values.append(read[0])
+        steps += read[1]
+    if len(values) > limits.max_array:
+        return None
+    return values, steps + len(values) // 2
 
 
 def to_json(value: Any, *, max_bytes: int | None = None) -> Any:
