@@ -41,11 +41,14 @@ class Stages:
         args: dict[str, Any],
         execute: Callable[[dict[str, Any]], Awaitable[Outcome]],
         wanted: Wanted = ALWAYS,
+        size: int | None = None,
     ) -> Outcome | None:
         """The call through every stage; None when ``wanted`` says the plan stopped before
         it started (a ``fail_fast`` stop: the engine records it as skipped).
 
-        ``execute`` gets the arguments as the hooks left them and runs the activity."""
+        ``execute`` gets the arguments as the hooks left them and runs the activity.
+        ``size``: ``args`` as JSON, when the caller measured it already (a hook that
+        rewrites them has them measured again)."""
         hooked = self.hooks.covers(tool)
         if hooked:
             if not wanted():
@@ -53,14 +56,17 @@ class Stages:
             before = await self.hooks.before(call_id, tool, args)
             if before.cancel is not None:
                 return False, before.cancel, 0.0, 0
-            args = before.args
+            if before.args is not args:
+                args, size = before.args, None
         if options.requires_approval:
             if not wanted():
                 return None
             rejected = await await_decision(self.desk, call_id, args)
             if rejected is not None:
                 return False, rejected, 0.0, 0
-        verdict = await self.admission.enter(json_size(args), wanted=wanted)
+        verdict = await self.admission.enter(
+            json_size(args) if size is None else size, wanted=wanted
+        )
         if verdict == "withdrawn":
             return None
         if verdict == "full":

@@ -296,6 +296,7 @@ class PlanWorkflow(ApprovalHandlers):
             call.args,
             lambda args: activities.run(replace(call, args=args), options),
             wanted,
+            size,
         )
 
     async def _run_items(
