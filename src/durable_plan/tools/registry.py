@@ -29,6 +29,7 @@ from durable_plan.language.errors import APPROVAL_REFUSAL, StepFailure, interrup
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.tools.approval import ApprovalPolicy
+from durable_plan.tools.return_shapes import declared_shape, return_shape
 from durable_plan.tools.routing import check_routing
 
 __all__ = [
@@ -150,11 +151,13 @@ class ToolRegistry:
         reuse: bool = True,
         max_concurrent: int | None = None,
         max_per_second: float | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Tool:
         """A tool whose code is elsewhere: the workers of ``task_queue`` register it
         (``tool_worker``); this process plans it and schedules its steps there, without
         importing it. The rules must match the registration over there (the plan's tool
-        table carries these). In-process such a tool cannot run: the check refuses it."""
+        table carries these). In-process such a tool cannot run: the check refuses it.
+        ``output_schema``: its return shape, as for ``add``."""
         schema = dict(input_schema or {"type": "object", "properties": {}})
         options = ToolOptions(
             timeout_s=timeout_s,
@@ -167,6 +170,7 @@ class ToolRegistry:
             task_queue=task_queue,
             max_concurrent=max_concurrent,
             max_per_second=max_per_second,
+            output_schema=declared_shape(output_schema),
         )
         check_routing(name, options)
         tool = Tool(name, description, schema, "function", None, options)
@@ -210,6 +214,7 @@ class ToolRegistry:
         task_queue: str | None = None,
         max_concurrent: int | None = None,
         max_per_second: float | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Tool:
         """Register a Strands tool, a plain function, or a Temporal activity.
 
@@ -226,6 +231,10 @@ class ToolRegistry:
         ``max_concurrent`` / ``max_per_second``: the most calls at once (per worker of the
         tool's queue) and started per second (across every plan: the server enforces it);
         both need the tool's own ``task_queue`` (``durable_plan.tools.routing``).
+        ``output_schema``: the tool's return shape as a JSON Schema, when its return
+        annotation or its docstring's ``Returns:`` line does not say it (they are read
+        otherwise, ``durable_plan.tools.return_shapes``); ``{}`` declares none. A plan
+        reading a field the shape rules out is rejected before anything runs.
         """
         tool = _to_tool(obj, name)
         if tool.name in RESERVED_TOOL_NAMES:
@@ -248,6 +257,11 @@ class ToolRegistry:
             task_queue=task_queue if task_queue is not None else self._routed(tool.name),
             max_concurrent=max_concurrent,
             max_per_second=max_per_second,
+            output_schema=(
+                declared_shape(output_schema)
+                if output_schema is not None
+                else tool.options.output_schema
+            ),
         )
         check_routing(tool.name, options)
         tool = replace(tool, options=options)
@@ -308,7 +322,11 @@ class ToolRegistry:
                     f"its code runs only on the workers of task queue "
                     f"{tool.options.task_queue!r} (declared here); run the plan durably"
                 )
-            specs.append(ToolSpec(tool.name, tool.input_schema, refused, tool.options))
+            specs.append(
+                ToolSpec(
+                    tool.name, tool.input_schema, refused, tool.options, tool.options.output_schema
+                )
+            )
         catalog = ToolCatalog({s.name: s for s in specs})
         return (approval or ApprovalPolicy()).apply(catalog, durable=durable)
 
@@ -351,19 +369,32 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
             input_schema=schema,
             kind="activity",
             target=func,
-            options=ToolOptions(kind="activity", params=params, defaults=defaults),
+            options=ToolOptions(
+                kind="activity",
+                params=params,
+                defaults=defaults,
+                output_schema=return_shape(func),
+            ),
         )
     if isinstance(obj, DecoratedFunctionTool) and obj._metadata._context_param is None:
         decorated = obj
     elif isinstance(obj, AgentTool):
         spec = obj.tool_spec
+        description = spec.get("description", "")
+        output = spec.get("outputSchema")
+        func = getattr(obj, "_tool_func", None)  # a @tool that takes a ToolContext
+        shape = (
+            declared_shape(output.get("json"))
+            if isinstance(output, Mapping)
+            else return_shape(func if callable(func) else None, description)
+        )
         return Tool(
             name=name or obj.tool_name,
-            description=spec.get("description", ""),
+            description=description,
             input_schema=dict(spec["inputSchema"].get("json", {})),
             kind="agent_tool",
             target=obj,
-            options=ToolOptions(kind="agent_tool"),
+            options=ToolOptions(kind="agent_tool", output_schema=shape),
         )
     elif callable(obj):
         decorated = strands_tool(obj)
@@ -376,7 +407,7 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         input_schema=dict(spec["inputSchema"]["json"]),
         kind="function",
         target=decorated,
-        options=ToolOptions(kind="function"),
+        options=ToolOptions(kind="function", output_schema=return_shape(decorated._tool_func)),
     )
 
 
