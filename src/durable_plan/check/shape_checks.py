@@ -115,24 +115,36 @@ class ShapeChecks(DataflowChecks):
             )
         else:
             message = f"{where} cannot have a field '{name}'"
-        return message, self._fix(path, at, ruled, arg, where)
+        return message, self._fix(path, at, ruled, arg, where, result)
 
     def _fix(
-        self, path: tuple[str, ...], at: int, ruled: RuledOut, arg: str | None, where: str
+        self,
+        path: tuple[str, ...],
+        at: int,
+        ruled: RuledOut,
+        arg: str | None,
+        where: str,
+        result: ResultShape,
     ) -> str:
         name, rest = path[at], path[at + 1 :]
         tail = "".join(f".{n}" for n in rest)
         fields = list(ruled.fields)
-        close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
-        if not close and arg is not None and arg != name:
-            close = difflib.get_close_matches(arg, fields, n=1, cutoff=0.8)
+        close = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
         if close:
             return f"did you mean '{close[0]}'? ({where}.{close[0]}{tail})"
+        if rest and self._walk_from(ruled, rest) is not None:
+            return f"read {where}{tail} (without '{name}')"
+        if at >= 2:  # a name too many before it: steps.a.stats.name for steps.a.name
+            shorter = (*path[1 : at - 1], *path[at:])
+            if isinstance(self._walker.walk(result.shape, shorter), Reached):
+                return f"read steps.{'.'.join((path[0], *shorter))} (without '{path[at - 1]}')"
         deeper = self._find_field(list(ruled.alternatives), name)
         if deeper is not None:
             return f"it is at {where}.{'.'.join(deeper)}{tail}"
-        if rest and isinstance(self._walk_from(ruled, rest), Reached):
-            return f"read {where}{tail} (without '{name}')"
+        # The argument it binds often names the field meant ("armour": "steps.lookup.ac").
+        by_arg = difflib.get_close_matches(arg, fields, n=1, cutoff=0.8) if arg else []
+        if by_arg and not rest:
+            return f"did you mean '{by_arg[0]}'? ({where}.{by_arg[0]})"
         if fields:
             return f"read one of its fields: {_listing(ruled.fields)}"
         return f"read {where} itself"
