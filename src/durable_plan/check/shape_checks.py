@@ -54,6 +54,10 @@ class ShapeChecks(DataflowChecks):
         self._by_id = by_id
         self._walker = ShapeWalker()
         self._seen_paths: set[tuple[str, str, tuple[str, ...]]] = set()
+        # Many steps read the same field of one result, and a binding is walked twice
+        # (its path, then its type): each walk is done once per plan.
+        self._walks: dict[tuple[str, ...], Reached | RuledOut] = {}
+        self._wanted: dict[tuple[str, str], frozenset[str]] = {}
         for step in steps:
             if step.id not in by_id or step.id not in parsed:
                 continue
@@ -74,6 +78,13 @@ class ShapeChecks(DataflowChecks):
             )
         return self._shapes[step_id]
 
+    def _walk(self, result: ResultShape, path: tuple[str, ...]) -> Reached | RuledOut:
+        """``path[1:]`` through the result of step ``path[0]`` (once per plan)."""
+        walked = self._walks.get(path)
+        if walked is None:
+            walked = self._walks[path] = self._walker.walk(result.shape, path[1:])
+        return walked
+
     def _check_path(self, step: Step, fld: str, path: tuple[str, ...], arg: str | None) -> None:
         if len(path) < 2 or path[0] == step.id:
             return
@@ -84,7 +95,7 @@ class ShapeChecks(DataflowChecks):
         result = self._shape_of(path[0])
         if result is None:
             return
-        walked = self._walker.walk(result.shape, path[1:])
+        walked = self._walk(result, path)
         if isinstance(walked, RuledOut):
             message, fix = self._describe(path, walked, result, arg)
             self.add("no_field", message, fix, step.id, fld)
@@ -190,11 +201,13 @@ class ShapeChecks(DataflowChecks):
             result = self._shape_of(path[0])
             if result is None:
                 continue
-            walked = self._walker.walk(result.shape, path[1:])
+            walked = self._walk(result, path)
             if not isinstance(walked, Reached):
                 continue  # a missing field: reported as such
             value_types = walked.types(self._walker)
-            wanted = self._walker.value_types(Rooted(prop, schema))
+            wanted = self._wanted.get((tool, name))
+            if wanted is None:
+                wanted = self._wanted[(tool, name)] = self._walker.value_types(Rooted(prop, schema))
             if types_overlap(value_types, wanted):
                 continue
             where = "steps." + ".".join(path)

@@ -35,6 +35,7 @@ from typing import Any
 
 JSON_TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 ANY_TYPE = frozenset(JSON_TYPES)
+_ONE_TYPE = {name: frozenset({name}) for name in JSON_TYPES}
 
 MAX_SHAPE_BYTES = 16 * 1024
 """A compacted shape larger than this as JSON is dropped (unknown): it travels in every
@@ -348,7 +349,10 @@ class ShapeWalker:
     def types(self, alt: Rooted) -> frozenset[str]:
         """The JSON types a plain node allows (``type``, else ``const`` / ``enum``)."""
         node = alt.node
-        declared = _declared_types(node.get("type"))
+        kind = node.get("type")
+        if type(kind) is str:  # nearly every node: one type
+            return _ONE_TYPE.get(kind, ANY_TYPE)
+        declared = _declared_types(kind)
         if declared is not None:
             return frozenset(declared)
         if "const" in node:

@@ -400,7 +400,18 @@ class WorkflowPlanPlugin(Plugin):
         """The return shapes the plan tool's description states, by plannable tool: those
         the model reads nowhere else (from an annotation, an ``output_schema=`` option or
         an MCP server's ``outputSchema``); a docstring's ``Returns:`` line is in the tool's
-        own description already, and the spec's size is paid on every model call."""
+        own description already, and the spec's size is paid on every model call.
+
+        Never raises: Strands reads the spec before every model call, and a spec without
+        the shapes is still a spec (a submitted plan meets the same error, as a message)."""
+        try:
+            return self._described_returns()
+        except Exception as exc:
+            if isinstance(exc, _WORKFLOW_INTERNALS):
+                raise
+            return {}
+
+    def _described_returns(self) -> dict[str, str]:
         if self.plannable == []:
             return {}
         durable = workflow.in_workflow()
