@@ -1109,3 +1109,24 @@ def test_describe_shape_stays_short() -> None:
     assert len(describe_shape(big)) <= 160
     assert describe_shape({"type": "array", "items": {"type": "integer"}}) == "[int]"
     assert describe_shape({"enum": ["a", "b"]}) == '"a"|"b"'
+
+
+async def test_a_model_or_dataclass_result_runs_as_the_json_its_shape_describes() -> None:
+    """A tool annotated with a pydantic model or a dataclass may return one: the plan binds
+    the JSON it serializes to (before, such a result failed its step as not JSON)."""
+    plan = {
+        "steps": [
+            {"id": "order", "tool": "fetch_order", "args": {"order_id": "A1"}},
+            {"id": "pay", "tool": "charge", "args": {"card": "c", "amount": 3}},
+            {
+                "id": "mail",
+                "tool": "send_email",
+                "bind": {"to": "steps.order.customer.email", "subject": "steps.pay.receipt"},
+            },
+        ]
+    }
+    result = await execute_plan(plan, registry())
+    assert result.ok, result.failures
+    assert result.returned["order"]["customer"] == {"name": "Ada", "email": "ada@x"}
+    assert result.returned["pay"] == {"receipt": "r-c", "amount": 3}
+    assert sorted(CALLS[:2]) == ["charge", "fetch_order"] and CALLS[2:] == ["send_email"]

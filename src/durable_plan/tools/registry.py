@@ -11,12 +11,15 @@ raw JSON result so later bindings can address its fields.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 from strands import tool as strands_tool
 from strands.interrupt import InterruptException
 from strands.tools.decorator import DecoratedFunctionTool
@@ -95,11 +98,11 @@ class Tool:
             return await _stream_agent_tool(self.target, self.name, dict(args), state)
         func, validated = self._prepare(args)
         if inspect.iscoroutinefunction(func):
-            return await func(**validated)
+            return _as_json_value(await func(**validated))
         result = await asyncio.to_thread(func, **validated)
         if inspect.isawaitable(result):
-            return await result
-        return result
+            result = await result
+        return _as_json_value(result)
 
     def _prepare(self, args: Mapping[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
         if self.kind == "activity":
@@ -409,6 +412,16 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         target=decorated,
         options=ToolOptions(kind="function", output_schema=return_shape(decorated._tool_func)),
     )
+
+
+def _as_json_value(value: Any) -> Any:
+    """A pydantic model or a dataclass instance as the JSON it serializes to (the shape its
+    annotation declares, ``return_shapes``); any other value as it is."""
+    if isinstance(value, BaseModel) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return to_jsonable_python(value)
+    return value
 
 
 def _is_json(value: Any) -> bool:
