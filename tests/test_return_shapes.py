@@ -1079,25 +1079,27 @@ def test_the_plan_tool_describes_the_shapes_the_model_cannot_read_elsewhere() ->
     from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.testing import ScriptedModel
 
-    tools = registry()
-    agent = Agent(
-        model=ScriptedModel([]),
-        tools=[],
-        plugins=[WorkflowPlanPlugin(registry=tools)],
-        callback_handler=None,
-    )
-    [spec] = [
-        s for s in agent.tool_registry.get_all_tool_specs() if s["name"] == "submit_workflow_plan"
-    ]
-    text = spec["description"]
-    line = next(x for x in text.splitlines() if x.startswith("Tools return: "))
-    assert "look_up_monster {name: str, stats: {hp: int, armour: int}, tags: [str]}" in line
-    assert "fetch_order {id: str, customer: {name: str, email: str}, total: float}" in line
-    assert "fetch_loose {name: str, ...}" in line
-    assert "charge {receipt: str, amount: int}" in line
+    def description(plugin: WorkflowPlanPlugin, tools: list[Any]) -> str:
+        agent = Agent(model=ScriptedModel([]), tools=tools, plugins=[plugin], callback_handler=None)
+        specs = agent.tool_registry.get_all_tool_specs()
+        [spec] = [s for s in specs if s["name"] == "submit_workflow_plan"]
+        return str(spec["description"])
+
+    # With a registry the plannable tools are listed: each shape beside its tool's name.
+    text = description(WorkflowPlanPlugin(registry=registry()), [])
+    line = next(x for x in text.splitlines() if x.startswith("Tools you can plan: "))
+    assert "look_up_monster {name: str, stats: {hp: int, armour: int}, tags: [str]}; " in line
+    assert "fetch_order {id: str, customer: {name: str, email: str}, total: float}; " in line
+    assert "fetch_loose {name: str, ...}; " in line
+    assert "charge {receipt: str, amount: int}; " in line
     # The docstring's shape is in look_up_goblin's own description already.
-    assert "look_up_goblin" not in line and "untyped" not in line
+    assert "; look_up_goblin; " in line and "; untyped." in line
+    # A plain agent: no list of tools, a line of the shapes alone.
+    text = description(WorkflowPlanPlugin(), [tool(look_up_monster), tool(look_up_goblin)])
+    assert "\nTools return: look_up_monster {name: str, stats: {hp: int, armour: int}, " in text
+    assert "look_up_goblin {" not in text and "Tools you can plan" not in text
     assert "Tools return" not in plan_tool_description(["a"])
+    assert plan_tool_description(["a", "b"]).endswith("Tools you can plan: a, b.")
 
 
 def test_describe_shape_stays_short() -> None:
