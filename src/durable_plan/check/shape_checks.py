@@ -31,10 +31,12 @@ from durable_plan.check.shapes import (
 from durable_plan.expressions import Expression
 from durable_plan.expressions.templates import Template, template_expressions
 from durable_plan.language.agent_step import AGENT_TOOL
-from durable_plan.language.control_steps import CONTROL
+from durable_plan.language.control_steps import CONTROL, MAP, REDUCE
 from durable_plan.language.limits import brief
 from durable_plan.language.plan import Step
 
+_SHAPED_KINDS = frozenset({AGENT_TOOL, MAP, REDUCE})
+"""Step kinds whose results have a shape of ours, whatever the catalogue says."""
 MAX_LISTED = 12
 """Fields named in one message; the rest are counted."""
 _SEARCH_DEPTH = 3
@@ -58,17 +60,25 @@ class ShapeChecks(DataflowChecks):
         # (its path, then its type): each walk is done once per plan.
         self._walks: dict[tuple[str, ...], Reached | RuledOut] = {}
         self._wanted: dict[tuple[str, str], frozenset[str]] = {}
+        # No tool declares a shape and no step is of a kind whose result is ours: only
+        # literals in bind are left to check (most plans of tools without shapes).
+        shaped = (self.catalog is not None and self.catalog.has_shapes) or any(
+            s.tool in _SHAPED_KINDS for s in steps
+        )
+        if not shaped and self.catalog is None:
+            return
         for step in steps:
             if step.id not in by_id or step.id not in parsed:
                 continue
             bind, when, _, templates, body = parsed[step.id]
-            for fld, expr, arg in _expressions(bind, when, templates, body):
-                for path in expr.shape_paths:
-                    self._check_path(step, fld, path, arg)
+            if shaped:
+                for fld, expr, arg in _expressions(bind, when, templates, body):
+                    for path in expr.shape_paths:
+                        self._check_path(step, fld, path, arg)
             if step.tool not in CONTROL and step.tool != AGENT_TOOL:
-                self._check_bound_types(step, step.tool, bind, "bind.")
+                self._check_bound_types(step, step.tool, bind, "bind.", shaped)
             if body is not None and body.tool not in CONTROL and body.tool != AGENT_TOOL:
-                self._check_bound_types(step, body.tool, body.bind, "args.do.bind.")
+                self._check_bound_types(step, body.tool, body.bind, "args.do.bind.", shaped)
 
     def _shape_of(self, step_id: str) -> ResultShape | None:
         if step_id not in self._shapes:
@@ -180,9 +190,10 @@ class ShapeChecks(DataflowChecks):
         return None
 
     def _check_bound_types(
-        self, step: Step, tool: str, bind: Mapping[str, Expression], prefix: str
+        self, step: Step, tool: str, bind: Mapping[str, Expression], prefix: str, shaped: bool
     ) -> None:
-        """A bound value whose declared type cannot be the argument's."""
+        """A bound value whose declared type cannot be the argument's (``shaped``: some
+        result has a known shape, else only literals are checked)."""
         spec = self.catalog.tools.get(tool) if self.catalog is not None else None
         schema = spec.input_schema if spec is not None else None
         props = schema.get("properties") if isinstance(schema, Mapping) else None
@@ -196,7 +207,7 @@ class ShapeChecks(DataflowChecks):
                 self._check_bound_literal(step, tool, name, expr.literal[0], prop, schema, prefix)
                 continue
             path = expr.simple_path
-            if path is None or path[0] == step.id:
+            if not shaped or path is None or path[0] == step.id:
                 continue
             result = self._shape_of(path[0])
             if result is None:
