@@ -1006,6 +1006,45 @@ def test_an_untrusted_schema_is_bounded_before_it_travels() -> None:
     assert compact_shape({"$ref": "https://example.com/schema.json"}) is None
 
 
+def test_a_schema_that_was_not_compacted_is_walked_soundly() -> None:
+    """A ``ToolSpec`` (or a durable tool table) built by hand: a pattern may name a field, a
+    ``oneOf`` is a union, OpenAPI's ``nullable`` adds null."""
+    raw = {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"a": {"type": "string", "nullable": True}},
+                "patternProperties": {"^x_": {"type": "integer"}},
+                "additionalProperties": False,
+            },
+            {"type": "object", "properties": {"b": {}}, "additionalProperties": False},
+        ]
+    }
+    catalog = ToolCatalog(
+        {
+            "t": ToolSpec("t", output_schema=raw),
+            "u": ToolSpec("u", {"type": "object", "properties": {"n": {"type": "null"}}}),
+        }
+    )
+
+    def plan(expr: str) -> dict[str, Any]:
+        return {"steps": [{"id": "s", "tool": "t"}, {"id": "v", "tool": "u", "bind": {"n": expr}}]}
+
+    for fine in ("steps.s.x_count", "steps.s.b", "steps.s.a"):
+        check_plan(plan(fine), catalog=catalog)
+    closed = {
+        "oneOf": [
+            raw["oneOf"][1],
+            {"type": "object", "properties": {"c": {}}, "additionalProperties": False},
+        ]
+    }
+    catalog = ToolCatalog({**catalog.tools, "t": ToolSpec("t", output_schema=closed)})
+    check_plan(plan("$string(steps.s.c)"), catalog=catalog)
+    with pytest.raises(PlanRejected) as caught:
+        check_plan(plan("$string(steps.s.x_count)"), catalog=catalog)
+    assert caught.value.problems[0].message == "steps.s has no field 'x_count': t returns b, c"
+
+
 def test_an_exponential_shape_costs_a_bounded_walk() -> None:
     """Nested unions through $defs double at each level: the walk's budget ends it, and a
     path it could not finish is accepted."""

@@ -119,6 +119,7 @@ def paths(value: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
 @st.composite
 def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any]:
     schema, value = draw(shaped())
+    compact = draw(st.booleans())
     if draw(st.booleans()):  # the same shape, reached through $defs
         schema = {"$defs": {"Result": schema}, "$ref": "#/$defs/Result"}
     reads = list({read[0]: read for read in reversed(paths(value))}.values())[::-1]
@@ -153,7 +154,8 @@ def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any]:
     use = {"type": "object", "properties": params, "additionalProperties": True}
     catalog = ToolCatalog(
         {
-            "src": ToolSpec("src", output_schema=compact_shape(schema)),
+            # As the registry keeps it (compacted), or as a hand-built tool table sends it.
+            "src": ToolSpec("src", output_schema=compact_shape(schema) if compact else schema),
             "use": ToolSpec("use", use),
         }
     )

@@ -20,6 +20,8 @@ That rule decides every detail below:
   is ruled out only if every branch rules it out. Of ``allOf`` (and ``$ref`` with sibling
   keywords) one conjunct is kept: any single one describes a superset.
 * Paths read through arrays as JSONata does: a name applies to each item.
+* The walk is sound on a schema that was not compacted too (a ``ToolSpec`` or a tool
+  table built by hand): it reads ``oneOf``, ``nullable`` and ``patternProperties`` itself.
 * The walk spends a deterministic budget (schema nodes visited, for the whole plan): past
   it, the rest is accepted. Nothing here reads a clock or iterates a set, so the verdict
   and its wording are the same in workflow code on every worker.
@@ -308,6 +310,8 @@ class ShapeWalker:
             # With siblings, $ref is one conjunct of several: any one is a superset.
             return self.expand(Rooted(_resolve(ref, root), root), hops + 1)
         branches = node.get("anyOf")
+        if not isinstance(branches, list):
+            branches = node.get("oneOf")  # a schema that was not compacted: the same union
         if isinstance(branches, list):
             alts: list[Rooted] = []
             for branch in branches:
@@ -350,9 +354,11 @@ class ShapeWalker:
         """The JSON types a plain node allows (``type``, else ``const`` / ``enum``)."""
         node = alt.node
         kind = node.get("type")
-        if type(kind) is str:  # nearly every node: one type
+        if type(kind) is str and "nullable" not in node:  # nearly every node: one type
             return _ONE_TYPE.get(kind, ANY_TYPE)
         declared = _declared_types(kind)
+        if declared is not None and node.get("nullable") is True:
+            declared.append("null")  # OpenAPI's nullable, in a schema not compacted
         if declared is not None:
             return frozenset(declared)
         if "const" in node:
@@ -373,6 +379,8 @@ class ShapeWalker:
             extra = node.get("additionalProperties")
             if isinstance(props, Mapping) and name in props:
                 found.append(_child(props[name], root))
+            elif node.get("patternProperties"):
+                raise _Unknown  # a name may match a pattern (a schema not compacted)
             elif extra is False:
                 pass
             elif isinstance(extra, Mapping | Rooted):
