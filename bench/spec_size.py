@@ -188,10 +188,7 @@ def rows(seeds: dict[int, dict[str, Any]], counter: TokenCounter) -> list[Row]:
     """Every row: the seed (when given), ours on a plain agent, ours with a registry."""
     out = [measure("strands-plan-tool 0.4.0 (seed)", n, seeds[n], counter) for n in sorted(seeds)]
     out += [measure("durable-plan", n, ours(n, registry=False), counter) for n in TOOL_COUNTS]
-    out += [
-        measure(REGISTRY, n, ours(n, registry=True), counter)
-        for n in TOOL_COUNTS
-    ]
+    out += [measure(REGISTRY, n, ours(n, registry=True), counter) for n in TOOL_COUNTS]
     for label, registry in ((SHAPED, False), (SHAPED_REGISTRY, True)):
         out += [
             measure(label, n, ours(n, registry=registry, shapes=True), counter) for n in TOOL_COUNTS
