@@ -95,7 +95,7 @@ def _conforming(draw: st.DrawFn, schema: dict[str, Any], depth: int) -> Any:
         return [
             draw(_conforming(schema["items"], depth + 1)) for _ in range(draw(st.integers(0, 2)))
         ]
-    return draw(SCALARS[kind])
+    return draw(SCALARS[str(kind)])
 
 
 def paths(value: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any, bool]]:
@@ -117,12 +117,18 @@ def paths(value: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
 
 
 @st.composite
-def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any]:
+def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
     schema, value = draw(shaped())
     compact = draw(st.booleans())
     if draw(st.booleans()):  # the same shape, reached through $defs
         schema = {"$defs": {"Result": schema}, "$ref": "#/$defs/Result"}
-    reads = list({read[0]: read for read in reversed(paths(value))}.values())[::-1]
+    found = paths(value)
+    reads = list({read[0]: read for read in reversed(found)}.values())[::-1]
+    # Read through a list, a field whose every value is [] flattens to nothing: JSONata
+    # matches no value (the run fails it, rightly). Such a plan is checked, not run.
+    empty = {path for path, _, listed in found if listed} - {
+        path for path, sub, listed in found if not listed or sub != []
+    }
     chosen = (
         draw(
             st.lists(
@@ -160,24 +166,22 @@ def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any]:
         }
     )
     plan = {"steps": [{"id": "src", "tool": "src"}, {"id": "use", "tool": "use", "bind": bind}]}
-    return plan, catalog, value
+    runs = not any(read[0] in empty for read in chosen) and not _list_in_list(value)
+    return plan, catalog, value, runs
 
 
 @SETTINGS
 @given(plans())
 async def test_paths_from_real_results_are_never_rejected(
-    drawn: tuple[dict[str, Any], ToolCatalog, Any],
+    drawn: tuple[dict[str, Any], ToolCatalog, Any, bool],
 ) -> None:
-    plan, catalog, value = drawn
+    plan, catalog, value, runs = drawn
     try:
         check_plan(plan, catalog=catalog, durable=True)
     except PlanRejected as exc:  # pragma: no cover - the failure to report
         raise AssertionError(f"a real path was rejected:\n{exc}\nvalue: {value!r}") from None
 
-    if _list_in_list(value):
-        # JSONata reads a name through a list of lists (it flattens them); the run's own
-        # "matched no value" guard (expressions/explain.py) looks one list deep and fails
-        # such a binding. A difference of the run, older than this check: not asserted here.
+    if not runs:
         return
 
     async def invoke(name: str, args: dict[str, Any]) -> Any:
@@ -188,6 +192,9 @@ async def test_paths_from_real_results_are_never_rejected(
 
 
 def _list_in_list(value: Any) -> bool:
+    """JSONata reads a name through a list of lists (it flattens them); the run's own
+    "matched no value" guard (expressions/explain.py) looks one list deep and fails such a
+    binding: a difference of the run, older than this check, so such plans are not run."""
     if isinstance(value, dict):
         return any(_list_in_list(v) for v in value.values())
     if isinstance(value, list):
