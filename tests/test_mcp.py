@@ -446,7 +446,9 @@ async def test_independent_durable_mcp_steps_overlap(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and e.activity_task_scheduled_event_attributes.activity_type.name.startswith("invoke_model")
     )
-    assert "Tools you can plan: github__add_label, github__close_issue" in model_input
+    # ("; " between them: a tool's return shape, from its outputSchema, has commas of its own.)
+    assert "Tools you can plan: github__add_label; github__close_issue" in model_input
+    assert "; github__get_assignee {login: str, open_issues: int}; " in model_input
 
 
 def test_an_unnamed_mcp_client_is_refused_when_the_plugin_attaches(mcp_log: Path) -> None:
