@@ -39,7 +39,7 @@ JSON_TYPES = ("object", "array", "string", "integer", "number", "boolean", "null
 ANY_TYPE = frozenset(JSON_TYPES)
 _ONE_TYPE = {name: frozenset({name}) for name in JSON_TYPES}
 
-MAX_SHAPE_BYTES = 16 * 1024
+MAX_SHAPE_BYTES = 8 * 1024
 """A compacted shape larger than this as JSON is dropped (unknown): it travels in every
 durable plan's tool table, and comes from servers and owners alike."""
 MAX_SHAPE_DEPTH = 32
