@@ -979,6 +979,8 @@ def test_an_untrusted_schema_is_bounded_before_it_travels() -> None:
         deep = {"type": "object", "properties": {"a": deep}, "additionalProperties": False}
     shape = compact_shape(deep)
     assert shape is not None and len(json.dumps(shape)) < MAX_SHAPE_BYTES
+    assert compact_shape(shape) == shape  # compacting again changes nothing (tool tables)
+    assert compact_shape(MCP_MONSTER) == compact_shape(compact_shape(MCP_MONSTER))
     wide = {
         "type": "object",
         "properties": {f"f{i}": {"type": "string", "description": "x" * 100} for i in range(3_000)},
@@ -1069,6 +1071,26 @@ def test_an_exponential_shape_costs_a_bounded_walk() -> None:
     started = time.perf_counter()
     check_plan(plan, catalog=catalog, durable=True)
     assert time.perf_counter() - started < 2.0
+
+
+def test_many_wrong_paths_into_a_wide_shape_are_refused_quickly() -> None:
+    """Every "did you mean" compares names: past the plan's budget of comparisons, and past
+    the hundredth problem, the check stops looking (workflow code has 2 s per task)."""
+    props = {f"field_number_{i}": {"type": "string"} for i in range(150)}
+    shape = {"type": "object", "properties": props, "additionalProperties": False}
+    catalog = ToolCatalog({"t": ToolSpec("t", output_schema=shape), "u": ToolSpec("u")})
+    steps: list[dict[str, Any]] = [{"id": "s", "tool": "t"}]
+    for k in range(31):
+        bind = {f"a{i}": f"steps.s.field_numbr_{i}" for i in range(12)}
+        steps.append({"id": f"u{k}", "tool": "u", "bind": bind})
+    started = time.perf_counter()
+    with pytest.raises(PlanRejected) as caught:
+        check_plan({"steps": steps}, catalog=catalog, durable=True)
+    assert time.perf_counter() - started < 1.0
+    problems = caught.value.problems
+    assert len(problems) == 100 and {p.code for p in problems} == {"no_field"}
+    assert problems[0].fix == "did you mean 'field_number_0'? (steps.s.field_number_0)"
+    assert problems[-1].fix.startswith("read one of its fields: field_number_0, ")
 
 
 def test_the_rejection_is_the_same_in_every_process() -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from durable_plan.check.shapes import compact_shape
 from durable_plan.language.agent_step import MAX_ITERATIONS
 from durable_plan.language.options import ToolOptions
 
@@ -65,7 +66,9 @@ class ToolCatalog:
                     opts.input_schema,
                     None,
                     opts if owner_rules else None,
-                    opts.output_schema,
+                    # A tool table may be built by hand (any workflow input is): bounded
+                    # here as a server's shape is (a registry's is compact already).
+                    compact_shape(opts.output_schema) if opts.output_schema else None,
                 )
                 for name, opts in options.items()
             }

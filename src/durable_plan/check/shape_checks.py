@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from durable_plan.check.arguments import _resolve_ref, _schema_error
+from durable_plan.check.base import MAX_PROBLEMS
 from durable_plan.check.checked import CheckedBody
 from durable_plan.check.dataflow import DataflowChecks, _Parsed
 from durable_plan.check.result_shapes import ResultShape, step_result_shape
@@ -41,6 +42,10 @@ MAX_LISTED = 12
 """Fields named in one message; the rest are counted."""
 _SEARCH_DEPTH = 3
 """How deep a misplaced field is looked for ("it is at steps.order.customer.email")."""
+MAX_SUGGESTION_COMPARISONS = 4_000
+"""Field names compared for "did you mean" in one plan (difflib, about 20 us each): past
+it, a problem lists the fields instead. A plan of many wrong paths into a wide shape must
+not cost seconds of workflow code."""
 
 
 class ShapeChecks(DataflowChecks):
@@ -60,6 +65,7 @@ class ShapeChecks(DataflowChecks):
         # (its path, then its type): each walk is done once per plan.
         self._walks: dict[tuple[str, ...], Reached | RuledOut] = {}
         self._wanted: dict[tuple[str, str], frozenset[str]] = {}
+        self._comparisons_left = MAX_SUGGESTION_COMPARISONS
         # No tool declares a shape and no step is of a kind whose result is ours: only
         # literals in bind are left to check (most plans of tools without shapes).
         shaped = (self.catalog is not None and self.catalog.has_shapes) or any(
@@ -96,8 +102,8 @@ class ShapeChecks(DataflowChecks):
         return walked
 
     def _check_path(self, step: Step, fld: str, path: tuple[str, ...], arg: str | None) -> None:
-        if len(path) < 2 or path[0] == step.id:
-            return
+        if len(path) < 2 or path[0] == step.id or len(self.problems) >= MAX_PROBLEMS:
+            return  # (past MAX_PROBLEMS the plan is refused anyway, and no more are listed)
         key = (step.id, fld, path)
         if key in self._seen_paths:
             return
@@ -150,7 +156,7 @@ class ShapeChecks(DataflowChecks):
         name, rest = path[at], path[at + 1 :]
         tail = "".join(f".{n}" for n in rest)
         fields = list(ruled.fields)
-        close = difflib.get_close_matches(name, fields, n=1, cutoff=0.5)
+        close = self._close(name, fields, 0.5)
         if close:
             return f"did you mean '{close[0]}'? ({where}.{close[0]}{tail})"
         if rest and self._walk_from(ruled, rest) is not None:
@@ -163,12 +169,19 @@ class ShapeChecks(DataflowChecks):
         if deeper is not None:
             return f"it is at {where}.{'.'.join(deeper)}{tail}"
         # The argument it binds often names the field meant ("armour": "steps.lookup.ac").
-        by_arg = difflib.get_close_matches(arg, fields, n=1, cutoff=0.8) if arg else []
+        by_arg = self._close(arg, fields, 0.8) if arg else []
         if by_arg and not rest:
             return f"did you mean '{by_arg[0]}'? ({where}.{by_arg[0]})"
         if fields:
             return f"read one of its fields: {_listing(ruled.fields)}"
         return f"read {where} itself"
+
+    def _close(self, name: str, fields: list[str], cutoff: float) -> list[str]:
+        """The field most like ``name``, within the plan's budget of comparisons."""
+        if len(fields) > self._comparisons_left:
+            return []
+        self._comparisons_left -= len(fields)
+        return difflib.get_close_matches(name, fields, n=1, cutoff=cutoff)
 
     def _walk_from(self, ruled: RuledOut, rest: tuple[str, ...]) -> Reached | RuledOut | None:
         """``rest`` from where the path stopped: does it exist there (one level too deep)?"""
