@@ -176,6 +176,11 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | No
         print(
             f"model tokens: {output.conversation_tokens.get('total', 0)} in the conversation{extra}"
         )
+    if output.plans_rejected:
+        print(
+            f"plans rejected before anything ran: {output.plans_rejected} (the check found "
+            "the misspelled field; the corrected plan ran)"
+        )
     if output.steps_reused:
         print(
             f"plans: {output.plans}, steps run: {output.steps_run}, reused without running: "

@@ -126,9 +126,9 @@ MORALE_LOOP: list[TurnLike] = [
     ),
 ]
 
-# A repair: the first plan misspells the attack's field in its last step, which fails;
-# the corrected plan keeps the other steps exactly, so the plugin reuses them (the dice
-# are not rolled again) and only the fixed step runs.
+# A repair: the first plan misspells the attack's field in its last step. roll_attack's
+# docstring lists what it returns, so the check rejects the plan before anything runs (no
+# dice are rolled for nothing), and the corrected plan is the only one that runs.
 SKELETON_STEPS: list[dict[str, Any]] = [
     {"id": "lookup", "tool": "look_up_monster", "args": {"name": "skeleton"}},
     {"id": "attack", "tool": "roll_attack", "bind": {"armour": "steps.lookup.armour"}},

@@ -17,6 +17,11 @@ collection before each sample, so every sample starts from the same heap):
   per step   total / steps: the number the target is about
   check/step check / steps: flat across sizes when checking is linear
 
+A second table checks the same plans against a catalogue that knows ``calc``'s input
+schema, without and with its declared return shape (``output_schema``): the cost of the
+return-shape check (every path walked through the shape, every bound value's type held
+against its argument's), per step.
+
 Targets: per-step overhead under 1 ms (median) at every size, and check time
 linear in plan size (check/step at 256 steps within 2x of 8 steps).
 Prints only; never asserts.
@@ -36,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench._report import command_line, machine_line, markdown_table
-from durable_plan.check import check_plan
+from durable_plan.check import ToolCatalog, ToolSpec, check_plan
 from durable_plan.local.runner import execute_plan
 
 SIZES = (8, 32, 256)
@@ -95,6 +100,29 @@ def make_plan(size: int) -> dict[str, Any]:
     return {"steps": steps, "returns": [tail], "final": True}
 
 
+_INT = {"type": "integer"}
+CALC_INPUT = {
+    "type": "object",
+    "properties": {
+        "seed": _INT,
+        "k": _INT,
+        "x": _INT,
+        "y": _INT,
+        "label": {"type": "string"},
+        "values": {"type": "array", "items": _INT},
+    },
+}
+CALC_SHAPE = {
+    "type": "object",
+    "properties": {"x": _INT, "v": _INT, "total": _INT, "label": {"type": "string"}},
+    "required": ["x", "v", "total", "label"],
+    "additionalProperties": False,
+}
+"""What ``instant`` returns, declared (as a TypedDict or a docstring would)."""
+WITHOUT_SHAPES = ToolCatalog({"calc": ToolSpec("calc", CALC_INPUT)})
+WITH_SHAPES = ToolCatalog({"calc": ToolSpec("calc", CALC_INPUT, output_schema=CALC_SHAPE)})
+
+
 async def instant(name: str, args: dict[str, Any]) -> dict[str, Any]:
     """The instant tool: a small, fixed-shape result."""
     return {"x": 1, "v": 2, "total": 6, "label": "ok"}
@@ -137,6 +165,8 @@ class Row:
     depth: int
     check: Timing
     total: Timing
+    catalog_check: Timing | None = None
+    shaped_check: Timing | None = None
 
     @property
     def run(self) -> Timing:
@@ -164,7 +194,13 @@ async def bench(repeats: int) -> list[Row]:
         await measure_run(plan, 2)
         check = measure_sync(functools.partial(check_plan, plan, max_steps=MAX_STEPS), n)
         total = await measure_run(plan, n)
-        rows.append(Row(size, depth, check, total))
+        catalogs = [
+            measure_sync(
+                functools.partial(check_plan, plan, catalog=catalog, max_steps=MAX_STEPS), n
+            )
+            for catalog in (WITHOUT_SHAPES, WITH_SHAPES)
+        ]
+        rows.append(Row(size, depth, check, total, *catalogs))
     return rows
 
 
@@ -191,6 +227,19 @@ def report(rows: list[Row], load_start: float, elapsed_s: float) -> bool:
     ]
     header = ["steps", "depth", "check ms", "total ms", "run ms", "per step ms", "check/step us"]
     print(markdown_table(header, table) + "\n")
+    shaped = [
+        [
+            r.steps,
+            _fmt(Timing(r.catalog_check.best / r.steps, r.catalog_check.median / r.steps), 1000),
+            _fmt(Timing(r.shaped_check.best / r.steps, r.shaped_check.median / r.steps), 1000),
+            f"{r.shaped_check.median / r.catalog_check.median - 1:+.0%}",
+        ]
+        for r in rows
+        if r.catalog_check is not None and r.shaped_check is not None
+    ]
+    print("check against a catalogue (calc's input schema), per step in us:\n")
+    header = ["steps", "without return shape", "with return shape", "median"]
+    print(markdown_table(header, shaped) + "\n")
     worst = max(r.per_step.median for r in rows)
     overhead_ok = worst < TARGET_MS_PER_STEP
     print(

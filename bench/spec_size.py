@@ -18,6 +18,10 @@ Rows:
   ours, registry=      ``WorkflowPlanPlugin(registry=...)``, as inside a ``TemporalAgent``
                        (and on a plain agent given a registry): the description lists
                        the plannable tools, so it grows with them
+  ..., return shapes   the same, each tool annotated with a three-field ``TypedDict``: the
+                       description states each plannable tool's return shape (a shape the
+                       model reads nowhere else), so it grows with them too; not held to
+                       the seed's size, whose spec carries no shapes at all
 
 *chars* is the length of the spec as compact JSON (``{"name", "description",
 "inputSchema"}``, as ``bench.breakeven`` counts what the model is sent); *tokens* are
@@ -35,7 +39,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from bench._report import command_line, machine_line, markdown_table
 from bench._tokens import TokenCounter, token_counter
@@ -69,9 +73,17 @@ TOOL_NAMES = (
 lists plannable names, so realistic ones give a realistic length."""
 
 
-def _tools(count: int) -> list[Any]:
+class StandInResult(TypedDict):
+    """What a stand-in tool with a declared shape returns."""
+
+    value: str
+    count: int
+    ok: bool
+
+
+def _tools(count: int, *, shapes: bool = False) -> list[Any]:
     """``count`` Strands tools with one string argument each (their own specs do not matter:
-    only the plan tool's is measured)."""
+    only the plan tool's is measured); ``shapes``: each annotated ``-> StandInResult``."""
     from strands import tool
 
     def make(name: str) -> Any:
@@ -84,6 +96,8 @@ def _tools(count: int) -> list[Any]:
             return {"value": value}
 
         body.__name__ = name
+        if shapes:
+            body.__annotations__["return"] = StandInResult
         return tool(name=name)(body)
 
     return [make(name) for name in TOOL_NAMES[:count]]
@@ -97,15 +111,16 @@ def sent_spec(agent: Any) -> dict[str, Any]:
     raise LookupError(f"the agent sends no {PLAN_TOOL} spec")
 
 
-def ours(count: int, *, registry: bool) -> dict[str, Any]:
-    """Our plan tool's spec on a plain agent with ``count`` tools (``registry``: given one)."""
+def ours(count: int, *, registry: bool, shapes: bool = False) -> dict[str, Any]:
+    """Our plan tool's spec on a plain agent with ``count`` tools (``registry``: given one;
+    ``shapes``: the tools declare their return shapes)."""
     from strands import Agent
 
     from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.testing import ScriptedModel
     from durable_plan.tools.registry import ToolRegistry
 
-    tools = _tools(count)
+    tools = _tools(count, shapes=shapes)
     plugin = WorkflowPlanPlugin(registry=ToolRegistry(tools) if registry else None)
     agent = Agent(model=ScriptedModel([]), tools=tools, plugins=[plugin], callback_handler=None)
     return sent_spec(agent)
@@ -173,11 +188,17 @@ def rows(seeds: dict[int, dict[str, Any]], counter: TokenCounter) -> list[Row]:
     """Every row: the seed (when given), ours on a plain agent, ours with a registry."""
     out = [measure("strands-plan-tool 0.4.0 (seed)", n, seeds[n], counter) for n in sorted(seeds)]
     out += [measure("durable-plan", n, ours(n, registry=False), counter) for n in TOOL_COUNTS]
-    out += [
-        measure("durable-plan, registry= (TemporalAgent)", n, ours(n, registry=True), counter)
-        for n in TOOL_COUNTS
-    ]
+    out += [measure(REGISTRY, n, ours(n, registry=True), counter) for n in TOOL_COUNTS]
+    for label, registry in ((SHAPED, False), (SHAPED_REGISTRY, True)):
+        out += [
+            measure(label, n, ours(n, registry=registry, shapes=True), counter) for n in TOOL_COUNTS
+        ]
     return out
+
+
+REGISTRY = "durable-plan, registry= (TemporalAgent)"
+SHAPED = "durable-plan, return shapes"
+SHAPED_REGISTRY = "durable-plan, registry=, return shapes"
 
 
 def report(table_rows: Sequence[Row], *, command: str, machine: str, counter: str) -> str:
@@ -203,8 +224,19 @@ def report(table_rows: Sequence[Row], *, command: str, machine: str, counter: st
         "",
         markdown_table([*header, "tokens vs seed"], body),
     ]
+    per_tool = [
+        (shaped.chars - plain.chars) / shaped.tools
+        for shaped in table_rows
+        if shaped.plan_tool == SHAPED_REGISTRY
+        for plain in table_rows
+        if plain.plan_tool == "durable-plan, registry= (TemporalAgent)"
+        and plain.tools == shaped.tools
+    ]
+    if per_tool:
+        lines += ["", f"return shapes: +{max(per_tool):.0f} chars per shaped tool at most"]
     if seeds:
-        worst = max((r for r in table_rows if "seed" not in r.plan_tool), key=lambda r: r.tokens)
+        ours = [r for r in table_rows if "seed" not in r.plan_tool and "shapes" not in r.plan_tool]
+        worst = max(ours, key=lambda r: r.tokens)
         limit = min(s.tokens for s in seeds.values())
         verdict = "met" if worst.tokens <= limit else "NOT met"
         lines += [

@@ -24,21 +24,27 @@ async def look_up_monster(name: str) -> dict[str, Any]:
 
 @tool
 async def roll_attack(armour: int) -> dict[str, Any]:
-    """Roll an attack against an armour value; returns {"roll", "hits", "damage"}.
+    """Roll an attack against an armour value.
 
     Args:
         armour: The target's armour, from look_up_monster's "armour" field.
+
+    Returns:
+        An object shaped {"roll": int, "hits": bool, "damage": int}.
     """
     return {"roll": 18, "hits": armour <= 18, "damage": 6 if armour <= 18 else 0}
 
 
 @tool
 async def apply_damage(monster: str, damage: int) -> dict[str, Any]:
-    """Apply damage to a monster; returns {"hp_after": int, "defeated": bool}.
+    """Apply damage to a monster.
 
     Args:
         monster: Monster name, from look_up_monster's "name" field.
         damage: Damage dealt, from roll_attack's "damage" field.
+
+    Returns:
+        An object shaped {"hp_after": int, "defeated": bool}.
     """
     hp_after = max(MONSTERS[monster]["hp"] - damage, 0)
     return {"hp_after": hp_after, "defeated": hp_after == 0}

@@ -111,6 +111,7 @@ SLOW_TESTS = {
     "tests/test_plan_guards.py::test_a_thousand_item_map": "1,000 activities",
     "tests/test_store_scope.py": "sweep-store as a subprocess",
     "tests/test_history_corpus.py::test_every_history_of_the_corpus_replays": "every corpus",
+    "tests/test_return_shapes.py::test_the_rejection_is_the_same_in_every_process": "3 seeds",
     # Crash: a worker subprocess SIGKILLed mid-conversation.
     "tests/test_reuse.py::test_memory_survives_a_worker_kill_between_plans": "crash",
     "tests/test_plugin_temporal.py::test_worker_killed_mid_plan_conversation_completes": "crash",

@@ -16,6 +16,7 @@ from typing import Any
 
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import BaseModel, ConfigDict
 
 LOG_ENV = "MCP_TEST_LOG"
 
@@ -119,6 +120,22 @@ def deep_record(levels: int) -> dict[str, Any]:
     for _ in range(levels):
         value = {"inner": value}
     return value
+
+
+class Assignee(BaseModel):
+    """Its outputSchema is closed (``additionalProperties: false``): a plan reading another
+    field is refused before it runs (tests/test_mcp.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    login: str
+    open_issues: int
+
+
+@server.tool()
+def get_assignee(number: int) -> Assignee:
+    """Who an issue is assigned to, and how many open issues they have."""
+    login = str(ISSUES[number]["assignee"])
+    return Assignee(login=login, open_issues=sum(i["assignee"] == login for i in ISSUES.values()))
 
 
 if __name__ == "__main__":

@@ -159,12 +159,14 @@ PRICE_USD = {**PRICE_EUR, "args": {"currency": "USD"}}
 CHARGE_TYPO = {
     "id": "pay",
     "tool": "charge",
-    "bind": {"card": "steps.customer.card", "amount": "steps.price.totl"},
+    "bind": {"card": "steps.customer.card", "amount": "$lookup(steps.price, 'totl')"},
 }
 CHARGE = {**CHARGE_TYPO, "bind": {"card": "steps.customer.card", "amount": "steps.price.total"}}
 
 FAILING_PLAN: dict[str, Any] = {"steps": [ORDER, CUSTOMER, PRICE_EUR, CHARGE_TYPO]}
-"""The last step's binding misspells a field: it fails, the first three ran ok."""
+"""The last step's binding misspells a field: it fails, the first three ran ok. The typo is
+inside ``$lookup``, which the return-shape check does not follow (``steps.price.totl``
+would be rejected before anything ran: price_order's docstring lists its fields)."""
 REPAIR_PLAN: dict[str, Any] = {"steps": [ORDER, CUSTOMER, PRICE_USD, CHARGE], "final": True}
 """Keeps order and customer exactly (reused), changes price's currency (runs again)."""
 PRIOR_PLAN: dict[str, Any] = {
@@ -182,7 +184,11 @@ CLOCK_PLAN: dict[str, Any] = {
     "steps": [
         {"id": "clock", "tool": "read_clock"},
         {"id": "order", "tool": "fetch_order", "args": {"order_id": "A1"}},
-        {"id": "boom", "tool": "charge", "bind": {"card": "steps.order.nope", "amount": "1"}},
+        {
+            "id": "boom",
+            "tool": "charge",
+            "bind": {"card": "$lookup(steps.order, 'nope')", "amount": "1"},
+        },
     ]
 }
 CLOCK_AGAIN: dict[str, Any] = {"steps": CLOCK_PLAN["steps"][:2], "final": True}
@@ -190,7 +196,11 @@ REFUND = {"id": "give_back", "tool": "refund", "args": {"card": "card-7", "amoun
 REFUND_PLAN: dict[str, Any] = {
     "steps": [
         REFUND,
-        {"id": "boom", "tool": "charge", "bind": {"card": "steps.give_back.nope", "amount": "1"}},
+        {
+            "id": "boom",
+            "tool": "charge",
+            "bind": {"card": "$lookup(steps.give_back, 'nope')", "amount": "1"},
+        },
     ]
 }
 REFUND_AGAIN: dict[str, Any] = {"steps": [REFUND], "final": True}

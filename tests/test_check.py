@@ -155,6 +155,8 @@ def test_every_problem_code_is_tested() -> None:
         "owner_rule",  # tests/test_owner_rules.py
         "prior_reference",  # tests/test_reuse.py
         "unknown_input",  # below
+        "no_field",  # tests/test_return_shapes.py
+        "wrong_type",  # tests/test_return_shapes.py
     }
     assert tested == set(get_args(ProblemCode))
 

@@ -25,7 +25,9 @@ from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 
 from durable_plan import check_plan
+from durable_plan.check import ToolCatalog
 from durable_plan.language.errors import PlanRejected
+from durable_plan.local.runner import execute_plan
 from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, TurnLike, call, output, say
@@ -206,6 +208,38 @@ async def test_patterns_exclude_mcp_tools_by_server_and_name(local_agent: Any) -
     only_github = registry.catalog(["github__*"]).plannable
     assert "triage" not in only_github and "tracker__get_issue" not in only_github
     assert "github__get_issue" in only_github
+
+
+async def test_an_mcp_tools_output_schema_refuses_a_field_it_lacks(local_agent: Any) -> None:
+    """The server's ``outputSchema`` (a closed pydantic model) is the tool's return shape,
+    in-process and in a durable tool table: ``steps.who.name`` is refused before anything
+    runs; ``steps.who.login`` runs and binds what the server returned."""
+    agent = local_agent()
+    registry = LOCAL_TOOLS.with_tools(await listed_tools(mcp_servers(agent), durable=False))
+    who = {"id": "who", "tool": "github__get_assignee", "args": {"number": 7}}
+
+    def plan(field: str) -> dict[str, Any]:
+        return {
+            "steps": [who, {"id": "t", "tool": "triage", "bind": {"title": f"steps.who.{field}"}}]
+        }
+
+    with pytest.raises(PlanRejected) as caught:
+        await execute_plan(plan("name"), registry)
+    [problem] = caught.value.problems
+    assert problem.message == (
+        "steps.who has no field 'name': github__get_assignee returns login, open_issues"
+    )
+    result = await execute_plan(plan("login"), registry)
+    assert result.ok and result.returned["who"] == {"login": "mira", "open_issues": 1}
+    with tracker_client() as listing:
+        table = mcp_tool_table("github", listing.list_tools_sync())
+    assert table["github__get_assignee"].output_schema is not None
+    with pytest.raises(PlanRejected, match="has no field 'name'"):
+        check_plan(
+            plan("name"),
+            catalog=ToolCatalog.from_options({**LOCAL_TOOLS.options(), **table}),
+            durable=True,
+        )
 
 
 def test_an_mcp_result_is_its_structured_content_else_its_text() -> None:
@@ -412,7 +446,9 @@ async def test_independent_durable_mcp_steps_overlap(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and e.activity_task_scheduled_event_attributes.activity_type.name.startswith("invoke_model")
     )
-    assert "Tools you can plan: github__add_label, github__close_issue" in model_input
+    # ("; " between them: a tool's return shape, from its outputSchema, has commas of its own.)
+    assert "Tools you can plan: github__add_label; github__close_issue" in model_input
+    assert "; github__get_assignee {login: str, open_issues: int}; " in model_input
 
 
 def test_an_unnamed_mcp_client_is_refused_when_the_plugin_attaches(mcp_log: Path) -> None:

@@ -521,38 +521,6 @@ async def test_memory_survives_a_worker_kill_between_plans(
     assert [s["step"] for s in sent["steps"]] == ["order", "customer", "price"]
 
 
-# -- the game master demo ---------------------------------------------------------------------
-
-
-async def test_the_game_masters_repair_reuses_the_first_steps(
-    temporal_target: str, task_queue: str
-) -> None:
-    """``client.py --demo``'s repair: the misspelled last step fails, the repair plan keeps
-    the lookup and the attack roll (the dice are not rolled again) and runs the fixed step."""
-    from activities.scripts import DEMO_SCRIPTS, REPAIR_PROMPT
-    from worker import build_worker
-    from workflows.game_master import GameMasterInput, GameMasterWorkflow
-
-    models = {"scripted": lambda: ScriptedModel(scripts=DEMO_SCRIPTS)}
-    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models)])
-    async with build_worker(client, task_queue):
-        handle = await client.start_workflow(
-            GameMasterWorkflow.run,
-            GameMasterInput(prompt=REPAIR_PROMPT),
-            id=f"gm-repair-{task_queue}",
-            task_queue=task_queue,
-        )
-        output = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
-        repair = client.get_workflow_handle(f"{handle.id}/plan/tooluse_1_0")
-        repair_history = await repair.fetch_history()
-    assert json.loads(output.answer)["damage"] == {"hp_after": 7, "defeated": False}
-    assert (output.plans, output.steps_run, output.steps_reused) == (2, 3, 2)
-    # lookup, attack, damage (its arguments wrong), damage again, the answer: five round
-    # trips for a plain loop; the two plans took two.
-    assert output.model_round_trips == 2 and output.plain_loop_round_trips == 5
-    assert scheduled_steps(repair_history) == ["damage"]
-
-
 async def test_plan_options_travel_to_each_child_plan(
     agent_client: Client, task_queue: str, call_log: Path
 ) -> None:

@@ -470,7 +470,10 @@ async def test_a_maps_items_run_on_their_tools_queue(
 async def test_two_command_line_workers_each_serve_their_part_of_the_tools(
     temporal_target: str, task_queue: str, workflow_id: str
 ) -> None:
-    story = f"{task_queue}-story"
+    # The in-process `run` below reads the module this process imported (once, with
+    # whatever queue it named then): the workers take that same queue from the environment.
+    from examples.routed_tools import STORY_QUEUE as story
+
     env = {"DURABLE_PLAN_STORY_QUEUE": story}
     tools = ("--tools", "examples.routed_tools")
     address = ("--address", temporal_target)

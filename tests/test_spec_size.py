@@ -16,7 +16,7 @@ import pytest
 from strands import Agent, tool
 
 from bench._tokens import CharsOver4, token_counter
-from bench.spec_size import TOOL_COUNTS, ours, spec_text
+from bench.spec_size import TOOL_COUNTS, TOOL_NAMES, ours, spec_text
 from durable_plan.check import ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.agent_step import AGENT_RULES
 from durable_plan.language.control_steps import EXIT_RULES, MAP_RULES, REDUCE_RULES
@@ -33,6 +33,9 @@ SEED_TOKENS = 1012
 """strands-plan-tool 0.4.0's spec, measured by ``python -m bench.spec_size`` (it lists no
 tools, so it is the same with 1 and 20)."""
 MARGIN = 1.05
+SHAPE_CHARS_PER_TOOL = 35
+"""What a plannable tool's declared return shape adds to the spec: `` {value: str, count: int,
+ok: bool}`` beside its name (``python -m bench.spec_size``'s "return shapes" rows)."""
 
 
 def _tokens(text: str) -> int | None:
@@ -58,6 +61,20 @@ def test_no_larger_than_the_seed_with_one_and_twenty_tools(count: int, registry:
     assert len(text) <= SEED_CHARS, len(text)
     tokens = _tokens(text)
     assert tokens is None or tokens <= SEED_TOKENS, tokens
+
+
+@pytest.mark.parametrize("registry", [False, True], ids=["plain", "registry"])
+@pytest.mark.parametrize("count", TOOL_COUNTS)
+def test_return_shapes_cost_what_they_say(count: int, registry: bool) -> None:
+    """A shape costs its own few words per tool and nothing else; tools without one, nothing
+    (the pinned sizes above are of tools that declare none)."""
+    plain = spec_text(ours(count, registry=registry))
+    shaped = spec_text(ours(count, registry=registry, shapes=True))
+    expected = SHAPE_CHARS_PER_TOOL * count
+    if not registry:  # no list of tools to put them beside: a line naming each tool again
+        expected += len("\\nTools return: .") + sum(len(n) + 2 for n in TOOL_NAMES[:count])
+    added = len(shaped) - len(plain)
+    assert 0.8 * expected <= added <= MARGIN * expected, (added, expected)
 
 
 def _spec_text() -> str:

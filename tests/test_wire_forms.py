@@ -38,6 +38,7 @@ NOT_DEFAULT: dict[str, Any] = {
     "task_queue": "tq",
     "max_concurrent": 2,
     "max_per_second": 1.5,
+    "output_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
 }
 
 

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
     from activities.game_master import GAME_TOOLS
+    from durable_plan.language.errors import REJECTION_HEADER
     from durable_plan.run.events import add_usage, usage_of
     from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
@@ -70,6 +71,8 @@ class GameMasterOutput:
     """The conversation's own model calls: input, output and total tokens."""
     agent_step_tokens: dict[str, int] | None = None
     """The model calls inside its plans' agent steps."""
+    plans_rejected: int = 0
+    """Plans the check refused before anything ran (the model corrected them)."""
 
 
 @workflow.defn
@@ -142,7 +145,23 @@ class GameMasterWorkflow:
             steps_reused=sum(o.reused_from is not None for r in plugin.results for o in r.ledger),
             conversation_tokens=usage_of(dict(result.metrics.accumulated_usage)),
             agent_step_tokens=_plans_usage(plugin.results),
+            plans_rejected=_rejections(agent.messages),
         )
+
+
+def _rejections(messages: Any) -> int:
+    """The plan tool's results that refused a plan before anything ran."""
+    return sum(
+        1
+        for message in messages
+        for block in message["content"]
+        if "toolResult" in block
+        and block["toolResult"]["status"] == "error"
+        and any(
+            str(part.get("text", "")).startswith(REJECTION_HEADER)
+            for part in block["toolResult"]["content"]
+        )
+    )
 
 
 def _plans_usage(results: Any) -> dict[str, int] | None:

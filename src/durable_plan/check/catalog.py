@@ -4,12 +4,17 @@ be planned and why, and the models an agent step may name."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from durable_plan.check.shapes import compact_shape
 from durable_plan.language.agent_step import MAX_ITERATIONS
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.routing import routing_problem
+
+RETURN_SHAPES_PATCH = "return-shapes"
+"""Workflow code that checks paths against tools' return shapes: a conversation (or a plan
+started without the client's check) recorded before them replays its check without."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,9 @@ class ToolSpec:
     options: ToolOptions | None = None
     """The owner's rules; a step's ``retries``, ``timeout_s`` and ``local`` may only
     tighten them. None (a bare catalog of names) checks no bounds."""
+    output_schema: Mapping[str, Any] | None = None
+    """The tool's return shape (a JSON Schema): paths into its steps' results are walked
+    through it (``check/shapes.py``). None: unknown, every path passes."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,24 @@ class ToolCatalog:
                     opts.input_schema,
                     routing_problem(opts) if owner_rules else None,
                     opts if owner_rules else None,
+                    # A tool table may be built by hand (any workflow input is): bounded
+                    # here as a server's shape is (a registry's is compact already).
+                    compact_shape(opts.output_schema) if opts.output_schema else None,
                 )
                 for name, opts in options.items()
             }
         )
+
+    @property
+    def has_shapes(self) -> bool:
+        """Some tool declares its return shape."""
+        return any(spec.output_schema is not None for spec in self.tools.values())
+
+    def without_shapes(self) -> ToolCatalog:
+        """The same catalogue, checked as before return shapes (workflow code recorded
+        before them: ``RETURN_SHAPES_PATCH``)."""
+        tools = {n: replace(s, output_schema=None) for n, s in self.tools.items()}
+        return replace(self, tools=tools)
 
     @property
     def plannable(self) -> list[str]:

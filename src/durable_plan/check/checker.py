@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from durable_plan.check.base import _UNION_TAGS
 from durable_plan.check.catalog import ToolCatalog, ToolSpec
 from durable_plan.check.checked import CheckedPlan, CheckedStep
-from durable_plan.check.dataflow import DataflowChecks, _Parsed
+from durable_plan.check.dataflow import _Parsed
 from durable_plan.check.graph import _find_cycles, _levels
+from durable_plan.check.shape_checks import ShapeChecks
 from durable_plan.language.errors import PlanRejected, StepError
 from durable_plan.language.limits import (
     MAX_PLAN_BYTES,
@@ -69,8 +70,9 @@ def check_plan(
     return replace(checker.run(raw), inputs=values)
 
 
-class _Checker(DataflowChecks):
-    """The whole check: admission, the plan's schema, ids, each step, the graph."""
+class _Checker(ShapeChecks):
+    """The whole check: admission, the plan's schema, ids, each step, the graph, the
+    dataflow against return shapes."""
 
     def run(self, raw: Plan | Mapping[str, Any] | str) -> CheckedPlan:
         raw = self._admit(raw)
@@ -87,6 +89,7 @@ class _Checker(DataflowChecks):
         self._check_returns(returns, ids)
         deps = {sid: frozenset(p[2]) for sid, p in parsed.items()}
         self._check_cycles(deps)
+        self._check_shapes(steps, parsed)
         if self.problems or plan is None:
             raise PlanRejected(self.problems, list(self.rules.values()))
         levels_of = _levels(deps)

@@ -54,13 +54,13 @@ class Expression:
     bare_names: tuple[str, ...] = ()
     _cache: list[Any] = field(default_factory=list, compare=False, repr=False)
     simple_path: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    """For ``steps.a.b``: ``("a", "b")``, read without JSONata when the values allow
+    (``_read_simple``); None for every other expression."""
     simple_array: tuple[tuple[str, ...], ...] | None = field(
         default=None, compare=False, repr=False
     )
     """For ``[steps.a.b, steps.c]``: each element's path, read without JSONata when the
     values allow (``_read_array``); None for every other expression."""
-    """For ``steps.a.b``: ``("a", "b")``, read without JSONata when the values allow
-    (``_read_simple``); None for every other expression."""
     prior_paths: tuple[tuple[str, ...], ...] = ()
     """Paths read under ``prior`` (each starts with a step id), like ``paths``."""
     prior_required: tuple[tuple[str, ...], ...] = ()
@@ -68,6 +68,15 @@ class Expression:
     """Reads of ``prior`` that name no step (``prior``, ``prior.*``): refused by the checks."""
     input_reads: tuple[str, ...] = ()
     """Names read as ``inputs.<name>`` (a plan file's inputs), in order of appearance."""
+    shape_paths: tuple[tuple[str, ...], ...] = ()
+    """Paths read from the root's ``steps`` whose every name reads a field of the value
+    before it (each starts with a step id), cut where that stops holding (a focus ``@``,
+    an ancestor ``%``, a sort, a block, a function call): what the return-shape check
+    walks. Paths inside filters and lambdas, where ``steps`` is a field of the current
+    item, are left out."""
+    literal: tuple[Any, ...] = ()
+    """``(value,)`` when the whole expression is one literal (``'goblin'``, ``15``,
+    ``true``, ``null``); empty otherwise."""
 
     @property
     def prior_refs(self) -> frozenset[str]:
@@ -95,6 +104,7 @@ def parse(source: str) -> Expression:
             functions=frozenset(),
             required=(simple,),
             simple_path=simple,
+            shape_paths=(simple,),
         )
     elements = _simple_array(source)
     if elements is not None:
@@ -108,6 +118,7 @@ def parse(source: str) -> Expression:
             functions=frozenset(),
             required=elements,
             simple_array=elements,
+            shape_paths=tuple(dict.fromkeys(elements)),
         )
     return parse_with_jsonata(source)
 
@@ -149,7 +160,24 @@ def parse_with_jsonata(source: str) -> Expression:
         prior_required=tuple(analysis.prior_required),
         prior_dynamic=tuple(analysis.prior_dynamic),
         input_reads=tuple(dict.fromkeys(analysis.input_reads)),
+        shape_paths=tuple(dict.fromkeys(analysis.shape_paths)),
+        literal=_literal(compiled.ast),
     )
+
+
+_LITERAL_TYPES = frozenset({"string", "number", "value"})
+
+
+def _literal(node: Any) -> tuple[Any, ...]:
+    """``(value,)`` for an expression that is one literal; ``()`` otherwise."""
+    if getattr(node, "type", None) not in _LITERAL_TYPES:
+        return ()
+    if any(getattr(node, name, None) for name in ("stages", "predicate", "group", "keep_array")):
+        return ()
+    value = getattr(node, "value", None)
+    if value is None or isinstance(value, str | bool | int | float):
+        return (value,)
+    return ()
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -205,6 +233,7 @@ class _Analysis:
         self.prior_required: list[tuple[str, ...]] = []
         self.prior_dynamic: list[str] = []
         self.input_reads: list[str] = []
+        self.shape_paths: list[tuple[str, ...]] = []
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -286,10 +315,16 @@ class _Analysis:
 
     def _visit_steps_path(self, node: Any) -> bool:
         parts = list(getattr(node, "steps", None) or [])
+        rooted = not self._relative
         if parts and self._is_root(parts[0]):
+            rooted = True  # $$ reads the root anywhere, $ only where the context is the root
             parts = parts[1:]
         if not parts or not _is_name(parts[0], "steps"):
             return False
+        if rooted:
+            shape = _shape_path(parts[1:])
+            if shape:
+                self.shape_paths.append(shape)
         # Stages/predicates and later parts may themselves hold expressions.
         self._visit_relative(getattr(parts[0], "stages", None))
         self._visit_relative(parts[1:])
@@ -385,6 +420,31 @@ class _Analysis:
             self.dynamic.append("$lookup(steps, <computed>)")
             self.visit(key)
         return True
+
+
+_PASSING_STAGES = frozenset({"filter", "index"})
+"""Stages after which a path's next name still reads a field of the items: a filter keeps
+some of them, ``#$i`` binds their positions."""
+
+
+def _shape_path(parts: list[Any]) -> tuple[str, ...]:
+    """The names after ``steps`` that each read a field of the value before: the first is
+    the step id. Stops at anything else, and after a name whose next step reads from
+    elsewhere (a focus ``@$x`` or an ancestor ``%`` keeps the previous context)."""
+    names: list[str] = []
+    for part in parts:
+        if getattr(part, "type", None) != "name" or not isinstance(part.value, str):
+            break
+        names.append(part.value)
+        stages = getattr(part, "stages", None) or []
+        if (
+            getattr(part, "focus", None) is not None
+            or getattr(part, "ancestor", None) is not None
+            or getattr(part, "group", None) is not None
+            or any(getattr(stage, "type", None) not in _PASSING_STAGES for stage in stages)
+        ):
+            break
+    return tuple(names)
 
 
 def _is_name(node: Any, value: str) -> bool:

@@ -29,6 +29,8 @@ ProblemCode = Literal[
     "owner_rule",
     "prior_reference",
     "unknown_input",
+    "no_field",
+    "wrong_type",
 ]
 
 APPROVAL_REFUSAL = (

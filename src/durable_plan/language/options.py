@@ -61,6 +61,10 @@ class ToolOptions:
     """At most this many calls started per second across every plan (the server's rate
     limit of the tool's queue, ``max_task_queue_activities_per_second``); needs
     ``task_queue``."""
+    output_schema: dict[str, Any] | None = None
+    """The tool's return shape, a compact JSON Schema (``durable_plan.tools.return_shapes``):
+    the checks reject a plan reading a field the shape rules out, before anything runs.
+    None: not declared (any path passes, as before); sent only when set."""
 
     def positional(self, args: dict[str, Any]) -> list[Any]:
         """An existing activity's arguments in signature order, with its own defaults.

@@ -17,7 +17,7 @@ optional fields, an empty ``additionalProperties`` and the class docstrings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, STEP_ID_PATTERN, Plan
@@ -90,18 +90,29 @@ def plan_tool_description(
     max_steps: int = DEFAULT_MAX_STEPS,
     *,
     mcp_servers: Sequence[str] = (),
+    returns: Mapping[str, str] | None = None,
 ) -> str:
     """The tool description: when to plan, the expressions, the step kinds, reuse, the check.
 
     ``plannable`` is listed when given (None: every tool the model sees); ``mcp_servers``
-    adds the one line on MCP tools' plan names, only for an agent that has such servers.
+    adds the one line on MCP tools' plan names, only for an agent that has such servers;
+    ``returns`` (tool name -> its return shape in a few words) the line on what tools return.
     """
+    shapes = dict(returns or {})
     if plannable is None:
         tools = ""
     elif plannable:
-        tools = f"\nTools you can plan: {', '.join(plannable)}."
+        # A shape goes beside its tool's name; with shapes, "; " parts the tools (their
+        # shapes have commas of their own).
+        listed = [f"{name} {shapes.pop(name)}" if name in shapes else name for name in plannable]
+        tools = f"\nTools you can plan: {('; ' if returns else ', ').join(listed)}."
     else:
         tools = "\nNo tool can be planned now (plannable is empty): call tools directly."
+    shaped = (
+        "\nTools return: " + "; ".join(f"{name} {shape}" for name, shape in shapes.items()) + "."
+        if shapes and plannable is None
+        else ""
+    )
     mcp = (
         f"\nIn a plan, an MCP tool is <server>__<tool> (servers: {', '.join(mcp_servers)})."
         if mcp_servers
@@ -128,5 +139,5 @@ def plan_tool_description(
         "arguments as one that ended ok is reused, not run again (a new id runs it); "
         "prior.<id> reads such a result.\n"
         f"The plan is checked before anything runs (at most {max_steps} steps): a rejection "
-        "lists every problem and its fix." + tools + mcp
+        "lists every problem and its fix." + tools + shaped + mcp
     )

@@ -12,6 +12,7 @@ it runs (``hook_relay``), and, when the plan ends as a whole, finds out what it 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
@@ -71,6 +72,14 @@ async def run_child(
     # Only what this agent may plan travels: agent steps choose among these too.
     plannable = set(catalog.plannable)
     tools = {n: o for n, o in plugin.tool_options(registry).items() if n in plannable}
+    # Shapes travel only where the parent checked with them (a conversation recorded
+    # before them starts its plans as it did).
+    tools = {
+        n: o
+        if o.output_schema is None or catalog.tools[n].output_schema is not None
+        else replace(o, output_schema=None)
+        for n, o in tools.items()
+    }
     limits: dict[str, Any] = dict(plugin.plan_options)
     if plugin.max_result_bytes is not None:
         limits["max_result_bytes"] = plugin.max_result_bytes

@@ -24,7 +24,7 @@ class PlanTool(AgentTool):
         super().__init__()
         self._plugin = plugin
         self._spec: ToolSpec | None = None
-        self._described: list[str] | None = None
+        self._described: tuple[list[str] | None, dict[str, str]] | None = None
 
     @property
     def tool_name(self) -> str:
@@ -39,13 +39,16 @@ class PlanTool(AgentTool):
         if self._spec is not None and not self._plugin._mcp_servers:
             return self._spec
         # MCP servers list their tools as the conversation goes: describe them afresh.
-        plannable = self._plugin.described_plannable()
-        if self._spec is None or plannable != self._described:
-            self._described = plannable
+        described = (self._plugin.described_plannable(), self._plugin.described_returns())
+        if self._spec is None or described != self._described:
+            self._described = described
             self._spec = {
                 "name": PLAN_TOOL_NAME,
                 "description": plan_tool_description(
-                    plannable, self._plugin.max_steps, mcp_servers=sorted(self._plugin._mcp_servers)
+                    described[0],
+                    self._plugin.max_steps,
+                    mcp_servers=sorted(self._plugin._mcp_servers),
+                    returns=described[1],
                 ),
                 "inputSchema": {"json": plan_input_schema()},
             }

@@ -14,6 +14,7 @@ workflow until a person approves or rejects it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,8 @@ from strands.types.tools import ToolResult, ToolUse
 from temporalio import workflow
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check.catalog import RETURN_SHAPES_PATCH
+from durable_plan.check.shape_text import describe_shape
 from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS, ROUNDS_PATCH
 from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
@@ -58,6 +61,7 @@ from durable_plan.tools.mcp import (
     with_mcp_tools,
 )
 from durable_plan.tools.registry import ToolRegistry
+from durable_plan.tools.return_shapes import docstring_shape
 
 PLUGIN_NAME = "durable-plan"
 MAX_RESULTS_KEPT = 64
@@ -260,7 +264,7 @@ class WorkflowPlanPlugin(Plugin):
             memory = self.memory
             prior = memory.ids if memory.enabled else None
             raw = unwrap_peer_input(tool_use["input"])
-            checked = _check(raw, catalog, self.max_steps, durable, prior)
+            checked, catalog = _check(raw, catalog, self.max_steps, durable, prior)
             recall = None
             if memory.enabled:
                 reusable = reusable_tools(self.tool_options(registry))
@@ -392,6 +396,45 @@ class WorkflowPlanPlugin(Plugin):
                 return None
         return self.catalog(registry, durable=durable).plannable
 
+    def described_returns(self) -> dict[str, str]:
+        """The return shapes the plan tool's description states, by plannable tool: those
+        the model reads nowhere else (from an annotation, an ``output_schema=`` option or
+        an MCP server's ``outputSchema``); a docstring's ``Returns:`` line is in the tool's
+        own description already, and the spec's size is paid on every model call.
+
+        Never raises: Strands reads the spec before every model call, and a spec without
+        the shapes is still a spec (a submitted plan meets the same error, as a message)."""
+        try:
+            return self._described_returns()
+        except Exception as exc:
+            if isinstance(exc, _WORKFLOW_INTERNALS):
+                raise
+            return {}
+
+    def _described_returns(self) -> dict[str, str]:
+        if self.plannable == []:
+            return {}
+        durable = workflow.in_workflow()
+        registry = self.registry
+        if registry is None and self._agent is not None and not durable:
+            registry = self._registry_for(self._agent, durable)
+        if registry is None:
+            return {}
+        if self._mcp_servers:
+            # Two tools sharing a name: the registry's own tools are still described.
+            with contextlib.suppress(ValueError):
+                registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
+        plannable = set(self.catalog(registry, durable=durable).plannable)
+        shapes: dict[str, str] = {}
+        for tool in registry:
+            shape = tool.options.output_schema
+            if shape is None or tool.name not in plannable:
+                continue
+            if docstring_shape(tool.description) == shape:
+                continue
+            shapes[tool.name] = describe_shape(shape)
+        return shapes
+
 
 def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
     """The registry's tools, called with the agent in their invocation state (as Strands does)."""
@@ -405,13 +448,21 @@ def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
 
 def _check(
     raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool, prior: list[str] | None
-) -> CheckedPlan:
+) -> tuple[CheckedPlan, ToolCatalog]:
+    """The checked plan, and the catalogue it was checked with (durably, as recorded)."""
     if not durable:
-        return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior)
+        return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior), catalog
     # A conversation recorded before the raised cap checks with the old one (on replay, a
     # plan it refused must be refused again).
     if not workflow.patched(ROUNDS_PATCH):
         catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
+    # The tools' return shapes come from code, not from history: a conversation recorded
+    # before the check must replay its plans' checks without them (a plan it ran would be
+    # refused now). Asked only when some tool has a shape, so other conversations record
+    # nothing new.
+    if catalog.has_shapes and not workflow.patched(RETURN_SHAPES_PATCH):
+        catalog = catalog.without_shapes()
     # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
     with workflow.unsafe.imports_passed_through():
-        return check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True, prior=prior)
+        checked = check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True, prior=prior)
+    return checked, catalog

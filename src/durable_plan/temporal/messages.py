@@ -268,13 +268,16 @@ _OPTION_FIELDS = {f.name for f in fields(ToolOptions)}
 
 _ROUTING_FIELDS = ("task_queue", "max_concurrent", "max_per_second")
 """Sent only when set: tool tables of plans without routing stay as they were."""
+_WHEN_SET_FIELDS = (*_ROUTING_FIELDS, "output_schema")
+"""Sent only when set: tool tables without routing or return shapes stay byte-identical
+(and a worker that predates a field ignores it)."""
 
 
 def options_to_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
     if isinstance(options, dict):
         return dict(options)
     wire = asdict(options)
-    for name in _ROUTING_FIELDS:
+    for name in _WHEN_SET_FIELDS:
         if wire.get(name) is None:
             wire.pop(name, None)
     return wire

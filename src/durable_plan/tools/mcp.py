@@ -33,6 +33,7 @@ from temporalio.strands_agents import TemporalMCPClient
 
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolOptions
 from durable_plan.tools.registry import Tool, ToolFailed, ToolRegistry
+from durable_plan.tools.return_shapes import declared_shape
 
 SEPARATOR = "__"
 """Between the server's name and the tool's: ``github__create_issue``."""
@@ -102,11 +103,15 @@ def mcp_tool(
     retries: int = DEFAULT_RETRIES,
     heartbeat_timeout_s: float | None = None,
     task_queue: str | None = None,
+    output_schema: Any = None,
 ) -> Tool:
     """One MCP tool as a registry ``Tool`` (``kind="mcp"``).
 
     ``call`` runs it in-process (through an ``MCPClient``); without one the tool
     runs only durably, as its server's ``{server}-call-tool`` activity.
+    ``output_schema``: the server's ``outputSchema`` (untrusted: compacted and bounded,
+    its regexes dropped, ``durable_plan.check.shapes``): the shape of the tool's
+    ``structuredContent``, which is what a plan binds to.
     """
     schema = dict(input_schema or {"type": "object", "properties": {}})
     text = description or f"{name} (MCP server {server})"
@@ -120,6 +125,7 @@ def mcp_tool(
         mcp_server=server,
         mcp_tool=name,
         mcp_task_queue=task_queue,
+        output_schema=declared_shape(output_schema),
     )
     plan_name = plan_tool_name(server, name)
     return Tool(plan_name, text, schema, "mcp", call or _durable_only(plan_name), options)
@@ -147,6 +153,7 @@ def mcp_tool_table(
             timeout_s=timeout_s,
             retries=retries,
             task_queue=task_queue,
+            output_schema=_output_schema(spec),
         )
         if tool.name in table:  # two names that clean up alike: never a silent overwrite
             raise ValueError(
@@ -223,16 +230,36 @@ def known_tools(servers: Mapping[str, Any], *, durable: bool) -> list[Tool]:
                 if info is None:
                     continue
                 tools.append(
-                    mcp_tool(server, info.name, info.description, info.input_schema, **rules)
+                    mcp_tool(
+                        server,
+                        info.name,
+                        info.description,
+                        info.input_schema,
+                        output_schema=getattr(info, "output_schema", None),
+                        **rules,
+                    )
                 )
         elif not durable and isinstance(provider, MCPClient):
             for agent_tool in provider._loaded_tools or []:
                 spec = agent_tool.mcp_tool
                 call = _client_call(provider, spec.name)
                 tools.append(
-                    mcp_tool(server, spec.name, spec.description or "", spec.inputSchema, call=call)
+                    mcp_tool(
+                        server,
+                        spec.name,
+                        spec.description or "",
+                        spec.inputSchema,
+                        call=call,
+                        output_schema=_output_schema(spec),
+                    )
                 )
     return sorted(tools, key=lambda t: t.name)
+
+
+def _output_schema(spec: Any) -> Any:
+    """An ``mcp.types.Tool``'s output schema (``outputSchema``; ``output_schema`` in MCP 2)."""
+    schema = getattr(spec, "outputSchema", None)
+    return schema if schema is not None else getattr(spec, "output_schema", None)
 
 
 def with_mcp_tools(registry: ToolRegistry, tools: Iterable[Tool]) -> ToolRegistry:

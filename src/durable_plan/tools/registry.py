@@ -11,12 +11,15 @@ raw JSON result so later bindings can address its fields.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 from strands import tool as strands_tool
 from strands.interrupt import InterruptException
 from strands.tools.decorator import DecoratedFunctionTool
@@ -31,6 +34,7 @@ from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.routing import check_routing
 from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.limits import call_slot
+from durable_plan.tools.return_shapes import declared_shape, return_shape
 
 __all__ = [
     "APPROVAL_REFUSAL",
@@ -95,11 +99,11 @@ class Tool:
             return await _stream_agent_tool(self.target, self.name, dict(args), state)
         func, validated = self._prepare(args)
         if inspect.iscoroutinefunction(func):
-            return await func(**validated)
+            return _as_json_value(await func(**validated))
         result = await asyncio.to_thread(func, **validated)
         if inspect.isawaitable(result):
-            return await result
-        return result
+            result = await result
+        return _as_json_value(result)
 
     def _prepare(self, args: Mapping[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
         if self.kind == "activity":
@@ -157,11 +161,13 @@ class ToolRegistry:
         reuse: bool = True,
         max_concurrent: int | None = None,
         max_per_second: float | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Tool:
         """A tool whose code is elsewhere: the workers of ``task_queue`` register it
         (``tool_worker``); this process plans it and schedules its steps there, without
         importing it. The rules must match the registration over there (the plan's tool
-        table carries these). In-process such a tool cannot run: the check refuses it."""
+        table carries these). In-process such a tool cannot run: the check refuses it.
+        ``output_schema``: its return shape, as for ``add``."""
         schema = dict(input_schema or {"type": "object", "properties": {}})
         options = ToolOptions(
             timeout_s=timeout_s,
@@ -174,6 +180,7 @@ class ToolRegistry:
             task_queue=task_queue,
             max_concurrent=max_concurrent,
             max_per_second=max_per_second,
+            output_schema=declared_shape(output_schema),
         )
         check_routing(name, options)
         tool = Tool(name, description, schema, "function", None, options)
@@ -223,6 +230,7 @@ class ToolRegistry:
         task_queue: str | None = None,
         max_concurrent: int | None = None,
         max_per_second: float | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Tool:
         """Register a Strands tool, a plain function, or a Temporal activity.
 
@@ -239,6 +247,10 @@ class ToolRegistry:
         ``max_concurrent`` / ``max_per_second``: the most calls at once (per worker of the
         tool's queue) and started per second (across every plan: the server enforces it);
         both need the tool's own ``task_queue`` (``durable_plan.language.routing``).
+        ``output_schema``: the tool's return shape as a JSON Schema, when its return
+        annotation or its docstring's ``Returns:`` line does not say it (they are read
+        otherwise, ``durable_plan.tools.return_shapes``); ``{}`` declares none. A plan
+        reading a field the shape rules out is rejected before anything runs.
         """
         tool = _to_tool(obj, name)
         if tool.name in RESERVED_TOOL_NAMES:
@@ -261,6 +273,11 @@ class ToolRegistry:
             task_queue=task_queue if task_queue is not None else self._routed(tool.name),
             max_concurrent=max_concurrent,
             max_per_second=max_per_second,
+            output_schema=(
+                declared_shape(output_schema)
+                if output_schema is not None
+                else tool.options.output_schema
+            ),
         )
         check_routing(tool.name, options)
         tool = replace(tool, options=options)
@@ -322,7 +339,11 @@ class ToolRegistry:
                     f"its code runs only on the workers of task queue "
                     f"{tool.options.task_queue!r} (declared here); run the plan durably"
                 )
-            specs.append(ToolSpec(tool.name, tool.input_schema, refused, tool.options))
+            specs.append(
+                ToolSpec(
+                    tool.name, tool.input_schema, refused, tool.options, tool.options.output_schema
+                )
+            )
         catalog = ToolCatalog({s.name: s for s in specs})
         return (approval or ApprovalPolicy()).apply(catalog, durable=durable)
 
@@ -368,19 +389,32 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
             input_schema=schema,
             kind="activity",
             target=func,
-            options=ToolOptions(kind="activity", params=params, defaults=defaults),
+            options=ToolOptions(
+                kind="activity",
+                params=params,
+                defaults=defaults,
+                output_schema=return_shape(func),
+            ),
         )
     if isinstance(obj, DecoratedFunctionTool) and obj._metadata._context_param is None:
         decorated = obj
     elif isinstance(obj, AgentTool):
         spec = obj.tool_spec
+        description = spec.get("description", "")
+        output = spec.get("outputSchema")
+        func = getattr(obj, "_tool_func", None)  # a @tool that takes a ToolContext
+        shape = (
+            declared_shape(output.get("json"))
+            if isinstance(output, Mapping)
+            else return_shape(func if callable(func) else None, description)
+        )
         return Tool(
             name=name or obj.tool_name,
-            description=spec.get("description", ""),
+            description=description,
             input_schema=dict(spec["inputSchema"].get("json", {})),
             kind="agent_tool",
             target=obj,
-            options=ToolOptions(kind="agent_tool"),
+            options=ToolOptions(kind="agent_tool", output_schema=shape),
         )
     elif callable(obj):
         decorated = strands_tool(obj)
@@ -393,8 +427,18 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         input_schema=dict(spec["inputSchema"]["json"]),
         kind="function",
         target=decorated,
-        options=ToolOptions(kind="function"),
+        options=ToolOptions(kind="function", output_schema=return_shape(decorated._tool_func)),
     )
+
+
+def _as_json_value(value: Any) -> Any:
+    """A pydantic model or a dataclass instance as the JSON it serializes to (the shape its
+    annotation declares, ``return_shapes``); any other value as it is."""
+    if isinstance(value, BaseModel) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        return to_jsonable_python(value)
+    return value
 
 
 def _is_json(value: Any) -> bool:

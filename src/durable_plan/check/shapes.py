@@ -1,0 +1,489 @@
+"""Return shapes as the checks read them: what a step's result may look like, as a JSON
+Schema, reduced to what can rule a path out, and walked along the paths a plan reads.
+
+A shape comes from the tool's owner (an annotation, a docstring, an option), from an MCP
+server (untrusted: any size, any nesting, any regex) or from a plan (an agent step's
+``output_schema``). Whatever its source, it is used the same way and under the same rule:
+**sound, never presumptuous**. A path is ruled out only when the shape says no value
+could have it; everything the walk cannot follow is accepted, as it was before shapes.
+That rule decides every detail below:
+
+* ``compact_shape`` keeps the keywords that describe structure (``type``, ``properties``,
+  ``additionalProperties``, ``items``, ``prefixItems``, ``anyOf``/``oneOf``, ``allOf``,
+  local ``$ref`` and its ``$defs``, small scalar ``enum``/``const``) and drops the rest.
+  Dropping a keyword only ever allows more values, so it is always sound; the one keyword
+  that *adds* values next to ``additionalProperties: false`` is ``patternProperties``,
+  so an object that has it counts as open. Past the bounds (depth, nodes, bytes) a part
+  becomes "anything" or the whole shape is dropped; no regex is ever compiled.
+* An object is closed only with ``additionalProperties: false``; an open object lets any
+  field exist. ``anyOf``/``oneOf`` (and ``nullable``, ``type`` lists) are unions: a field
+  is ruled out only if every branch rules it out. Of ``allOf`` (and ``$ref`` with sibling
+  keywords) one conjunct is kept: any single one describes a superset.
+* Paths read through arrays as JSONata does: a name applies to each item.
+* The walk is sound on a schema that was not compacted too (a ``ToolSpec`` or a tool
+  table built by hand): it reads ``oneOf``, ``nullable`` and ``patternProperties`` itself.
+* The walk spends a deterministic budget (schema nodes visited, for the whole plan): past
+  it, the rest is accepted. Nothing here reads a clock or iterates a set, so the verdict
+  and its wording are the same in workflow code on every worker.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON_TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+ANY_TYPE = frozenset(JSON_TYPES)
+_ONE_TYPE = {name: frozenset({name}) for name in JSON_TYPES}
+
+MAX_SHAPE_BYTES = 8 * 1024
+"""A compacted shape larger than this as JSON is dropped (unknown): it travels in every
+durable plan's tool table, and comes from servers and owners alike."""
+MAX_SHAPE_DEPTH = 32
+"""Deeper parts of a schema become "anything"."""
+MAX_SHAPE_NODES = 4_000
+"""Schema nodes one compaction visits; past it, the rest becomes "anything"."""
+MAX_ENUM = 64
+MAX_ALTERNATIVES = 32
+"""Branches of one union the walk follows; a wider union is "anything"."""
+MAX_REF_HOPS = 32
+"""``$ref``s (and nested unions) followed to reach one node: a cycle ends here."""
+MAX_ARRAY_NESTING = 8
+MAX_WALK_STEPS = 50_000
+"""Schema nodes the walk of one plan's paths may visit (a few milliseconds); past it, the
+remaining paths are accepted unchecked."""
+
+_STRUCTURAL = (
+    "type",
+    "properties",
+    "additionalProperties",
+    "items",
+    "prefixItems",
+    "anyOf",
+    "allOf",
+    "$ref",
+    "enum",
+    "const",
+)
+
+
+# -- compaction: what the checks keep of a schema ------------------------------------------
+
+
+def compact_shape(schema: Any) -> dict[str, Any] | None:
+    """``schema`` reduced to its structure, or None when it says nothing (``{}``, an
+    object of any fields) or is over the bounds. Safe on untrusted input: bounded depth,
+    nodes and bytes; regexes are dropped, never compiled."""
+    if not isinstance(schema, Mapping):
+        return None
+    compactor = _Compactor()
+    root = compactor.node(schema, 0)
+    for key in ("$defs", "definitions"):
+        defs = schema.get(key)
+        if isinstance(defs, Mapping):
+            kept = {n: compactor.node(d, 1) for n, d in defs.items() if isinstance(n, str)}
+            if kept:
+                root[key] = kept
+    if says_nothing(root):
+        return None
+    try:
+        text = json.dumps(root, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return root if len(text) <= MAX_SHAPE_BYTES else None
+
+
+def says_nothing(shape: Mapping[str, Any]) -> bool:
+    """True for a shape that rules nothing out: any value, or an object of any fields."""
+    own = {k: v for k, v in shape.items() if k not in ("$defs", "definitions", "required")}
+    return not own or own == {"type": "object"}
+
+
+class _Compactor:
+    def __init__(self) -> None:
+        self.nodes = 0
+
+    def node(self, schema: Any, depth: int) -> dict[str, Any]:
+        self.nodes += 1
+        if not isinstance(schema, Mapping) or depth > MAX_SHAPE_DEPTH:
+            return {}  # true, false (no value: a superset is "anything") or too deep
+        if self.nodes > MAX_SHAPE_NODES:
+            return {}
+        out: dict[str, Any] = {}
+        types = _declared_types(schema.get("type"))
+        if types is not None:
+            if schema.get("nullable") is True and "null" not in types:
+                types.append("null")  # OpenAPI's nullable adds null to the type
+            out["type"] = types[0] if len(types) == 1 else types
+        props = schema.get("properties")
+        if isinstance(props, Mapping):
+            out["properties"] = {
+                k: self.node(v, depth + 1) for k, v in props.items() if isinstance(k, str)
+            }
+        patterns = schema.get("patternProperties")
+        extra = schema.get("additionalProperties")
+        if not (isinstance(patterns, Mapping) and patterns):
+            # With patternProperties, names matching a pattern exist beside the listed
+            # ones and take another schema: such an object counts as open.
+            if extra is False:
+                out["additionalProperties"] = False
+            elif isinstance(extra, Mapping):
+                sub = self.node(extra, depth + 1)
+                if sub:
+                    out["additionalProperties"] = sub
+        items = schema.get("items")
+        prefix = schema.get("prefixItems")
+        if isinstance(items, Mapping):
+            out["items"] = self.node(items, depth + 1)
+        elif isinstance(items, list) and items:  # draft 4-7 tuples: the rest is open
+            out["prefixItems"] = [self.node(i, depth + 1) for i in items[:MAX_ALTERNATIVES]]
+        if isinstance(prefix, list) and prefix:
+            out["prefixItems"] = [self.node(i, depth + 1) for i in prefix[:MAX_ALTERNATIVES]]
+        branches: list[dict[str, Any]] = []
+        for key in ("anyOf", "oneOf"):
+            listed = schema.get(key)
+            if isinstance(listed, list) and 0 < len(listed) <= MAX_ALTERNATIVES:
+                branches += [self.node(b, depth + 1) for b in listed]
+        if branches and len(branches) <= MAX_ALTERNATIVES:
+            out["anyOf"] = branches  # oneOf's values are some of anyOf's: a superset
+        conjuncts = schema.get("allOf")
+        if isinstance(conjuncts, list) and 0 < len(conjuncts) <= MAX_ALTERNATIVES:
+            out["allOf"] = [self.node(c, depth + 1) for c in conjuncts]
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and len(ref) <= 512:
+            out["$ref"] = ref
+        enum = schema.get("enum")
+        if isinstance(enum, list) and 0 < len(enum) <= MAX_ENUM and all(map(_scalar, enum)):
+            out["enum"] = list(enum)
+        if "const" in schema and _scalar(schema["const"]):
+            out["const"] = schema["const"]
+        required = schema.get("required")
+        if isinstance(required, list) and isinstance(props, Mapping):
+            names = [r for r in required if isinstance(r, str) and r in props]
+            if names:
+                out["required"] = names
+        return out
+
+
+def _declared_types(value: Any) -> list[str] | None:
+    listed = [value] if isinstance(value, str) else value
+    if not isinstance(listed, list):
+        return None
+    types = [t for t in JSON_TYPES if t in listed]
+    return types or None
+
+
+def _scalar(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return not isinstance(value, str) or len(value) <= 200
+    if isinstance(value, int):
+        return value.bit_length() <= 64
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def literal_shape(value: Any, depth: int = 0) -> dict[str, Any]:
+    """The shape of one known JSON value (a reduce's literal ``initial``): its type, and for
+    an object its fields (closed)."""
+    if depth > 8:
+        return {}
+    if isinstance(value, Mapping):
+        props = {str(k): literal_shape(v, depth + 1) for k, v in list(value.items())[:200]}
+        if len(value) > 200:
+            return {"type": "object"}
+        return {"type": "object", "properties": props, "additionalProperties": False}
+    if isinstance(value, list):
+        return {"type": "array"}
+    return {"type": json_type(value)}
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a plain JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+# -- walking -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rooted:
+    """A shape node and the schema its local ``$ref``s resolve against. A ``Rooted`` may
+    also stand inside another shape's node (a map's result embeds its body's shape)."""
+
+    node: Any
+    root: Any
+
+
+@dataclass(frozen=True)
+class RuledOut:
+    """Where a path stops: ``path[at]`` cannot exist in the value that ``path[:at]`` reads.
+
+    ``fields``: the fields that may exist there (objects' properties, in the schema's
+    order); ``kinds``: the other types the value may have there (``string``, ``null``);
+    ``items``: the value there is a list, and these describe its items."""
+
+    at: int
+    fields: tuple[str, ...]
+    kinds: tuple[str, ...]
+    items: bool
+    alternatives: tuple[Rooted, ...] = field(default=(), repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """The path may exist. ``alternatives``: what its value may be (None: anything);
+    ``through_list``: it read through a list, so its value is a sequence of those."""
+
+    alternatives: tuple[Rooted, ...] | None
+    through_list: bool
+
+    def types(self, walker: ShapeWalker) -> frozenset[str]:
+        """The JSON types the value may have (every type when unknown or a sequence)."""
+        if self.alternatives is None or self.through_list:
+            return ANY_TYPE
+        found: set[str] = set()
+        for alt in self.alternatives:
+            found |= walker.types(alt)
+        return frozenset(found)
+
+
+class _Unknown(Exception):
+    """The walk cannot tell: the path is accepted."""
+
+
+class ShapeWalker:
+    """Walks paths through shapes within one deterministic budget (one per checked plan)."""
+
+    def __init__(self, budget: int = MAX_WALK_STEPS) -> None:
+        self.budget = budget
+
+    def _spend(self) -> None:
+        self.budget -= 1
+        if self.budget < 0:
+            raise _Unknown
+
+    def walk(self, shape: Rooted, path: Sequence[str]) -> Reached | RuledOut:
+        """Follow ``path`` (field names) from a value of ``shape``."""
+        try:
+            alts = self.expand(shape)
+            through_list = False
+            for at, name in enumerate(path):
+                found: list[Rooted] = []
+                for alt in alts:
+                    children, listed = self._field(alt, name, 0)
+                    found += children
+                    through_list = through_list or listed
+                if not found:
+                    return self._ruled_out(at, alts)
+                alts = [e for child in found for e in self.expand(child)]
+                if len(alts) > MAX_ALTERNATIVES * 4:
+                    raise _Unknown
+            return Reached(tuple(alts), through_list)
+        except (_Unknown, RecursionError):
+            return Reached(None, True)
+
+    def expand(self, at: Rooted, hops: int = 0) -> list[Rooted]:
+        """The plain alternatives a node stands for (no ``$ref``, union or ``allOf`` left);
+        raises ``_Unknown`` when that cannot be told within the bounds."""
+        self._spend()
+        node, root = at.node, at.root
+        if isinstance(node, Rooted):
+            return self.expand(node, hops + 1)
+        if not isinstance(node, Mapping):
+            raise _Unknown
+        if hops > MAX_REF_HOPS:
+            raise _Unknown
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            # With siblings, $ref is one conjunct of several: any one is a superset.
+            return self.expand(Rooted(_resolve(ref, root), root), hops + 1)
+        branches = node.get("anyOf")
+        if not isinstance(branches, list):
+            branches = node.get("oneOf")  # a schema that was not compacted: the same union
+        if isinstance(branches, list):
+            alts: list[Rooted] = []
+            for branch in branches:
+                alts += self.expand(_child(branch, root), hops + 1)
+            if len(alts) > MAX_ALTERNATIVES:
+                raise _Unknown
+            return alts
+        conjuncts = node.get("allOf")
+        if isinstance(conjuncts, list) and conjuncts:
+            # Every conjunct holds of the value, so any one of them is a superset: keep
+            # the one that says most (a closed object, else a reference, else the first).
+            own = {k: v for k, v in node.items() if k != "allOf"}
+            candidates = [own, *conjuncts]
+            pick = next((c for c in candidates if _closed_object(c)), None)
+            if pick is None:
+                pick = next((c for c in conjuncts if isinstance(c, Mapping) and "$ref" in c), None)
+            if pick is None:
+                pick = own if any(k in own for k in _STRUCTURAL) else conjuncts[0]
+            return self.expand(_child(pick, root), hops + 1)
+        return [at]
+
+    def expand_known(self, at: Rooted) -> list[Rooted]:
+        """``expand``, or nothing when it cannot be told (for suggestions only)."""
+        try:
+            return self.expand(at)
+        except (_Unknown, RecursionError):
+            return []
+
+    def value_types(self, at: Rooted) -> frozenset[str]:
+        """The JSON types a value of ``at`` may have (every type when unknown)."""
+        try:
+            found: set[str] = set()
+            for alt in self.expand(at):
+                found |= self.types(alt)
+            return frozenset(found)
+        except (_Unknown, RecursionError):
+            return ANY_TYPE
+
+    def types(self, alt: Rooted) -> frozenset[str]:
+        """The JSON types a plain node allows (``type``, else ``const`` / ``enum``)."""
+        node = alt.node
+        kind = node.get("type")
+        if type(kind) is str and "nullable" not in node:  # nearly every node: one type
+            return _ONE_TYPE.get(kind, ANY_TYPE)
+        declared = _declared_types(kind)
+        if declared is not None and node.get("nullable") is True:
+            declared.append("null")  # OpenAPI's nullable, in a schema not compacted
+        if declared is not None:
+            return frozenset(declared)
+        if "const" in node:
+            return frozenset({json_type(node["const"])})
+        enum = node.get("enum")
+        if isinstance(enum, list) and enum:
+            return frozenset(json_type(v) for v in enum)
+        return ANY_TYPE
+
+    def _field(self, alt: Rooted, name: str, nesting: int) -> tuple[list[Rooted], bool]:
+        """The values ``name`` may read on a plain node, and whether it read list items."""
+        self._spend()
+        types = self.types(alt)
+        node, root = alt.node, alt.root
+        found: list[Rooted] = []
+        if "object" in types:
+            props = node.get("properties")
+            extra = node.get("additionalProperties")
+            if isinstance(props, Mapping) and name in props:
+                found.append(_child(props[name], root))
+            elif node.get("patternProperties"):
+                raise _Unknown  # a name may match a pattern (a schema not compacted)
+            elif extra is False:
+                pass
+            elif isinstance(extra, Mapping | Rooted):
+                found.append(_child(extra, root))
+            else:
+                raise _Unknown  # an open object: any field, of any shape
+        listed = False
+        if "array" in types:
+            if nesting >= MAX_ARRAY_NESTING:
+                raise _Unknown
+            listed = True
+            for item in _item_schemas(node):
+                for plain in self.expand(_child(item, root)):
+                    found += self._field(plain, name, nesting + 1)[0]
+        return found, listed
+
+    def _ruled_out(self, at: int, alts: Sequence[Rooted]) -> RuledOut:
+        fields: dict[str, None] = {}
+        kinds: dict[str, None] = {}
+        items = False
+        queue = [(alt, 0) for alt in alts]
+        while queue:
+            alt, nesting = queue.pop(0)
+            types = self.types(alt)
+            for kind in JSON_TYPES:
+                if kind in types and kind not in ("object", "array"):
+                    kinds.setdefault(kind)
+            if "object" in types:
+                props = alt.node.get("properties")
+                if isinstance(props, Mapping):
+                    fields.update(dict.fromkeys(props))
+            if "array" in types and nesting < MAX_ARRAY_NESTING:
+                items = True
+                for item in _item_schemas(alt.node):
+                    queue += [(p, nesting + 1) for p in self.expand(_child(item, alt.root))]
+        return RuledOut(at, tuple(fields), tuple(kinds), items, tuple(alts))
+
+    def fields_of(self, alts: Iterable[Rooted]) -> list[tuple[str, Rooted]]:
+        """The named fields of the objects among ``alts`` (not through lists), in order."""
+        out: list[tuple[str, Rooted]] = []
+        for alt in alts:
+            if "object" not in self.types(alt):
+                continue
+            props = alt.node.get("properties")
+            if isinstance(props, Mapping):
+                out += [(name, _child(sub, alt.root)) for name, sub in props.items()]
+        return out
+
+
+def _child(node: Any, root: Any) -> Rooted:
+    return node if isinstance(node, Rooted) else Rooted(node, root)
+
+
+def _item_schemas(node: Mapping[str, Any]) -> list[Any]:
+    prefix = node.get("prefixItems")
+    items = node.get("items")
+    listed = list(prefix) if isinstance(prefix, list) else []
+    listed.append(items if isinstance(items, Mapping | Rooted) else {})
+    return listed
+
+
+def _closed_object(node: Any) -> bool:
+    return isinstance(node, Mapping) and node.get("additionalProperties") is False
+
+
+def _resolve(ref: str, root: Any) -> Any:
+    """A local JSON pointer (``#/$defs/Monster``) in ``root``; raises ``_Unknown`` if it
+    points nowhere (a remote reference, a dropped keyword)."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        raise _Unknown
+    target: Any = root
+    for part in ref[2:].split("/"):
+        key = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, Mapping) and key in target:
+            target = target[key]
+        elif isinstance(target, list) and key.isdigit() and int(key) < len(target):
+            target = target[int(key)]
+        else:
+            raise _Unknown
+    return target
+
+
+def type_words(types: Iterable[str]) -> str:
+    """``{"integer", "null"}`` -> ``an integer or null`` (in JSON_TYPES order)."""
+    words = {
+        "object": "an object",
+        "array": "a list",
+        "string": "a string",
+        "integer": "an integer",
+        "number": "a number",
+        "boolean": "a boolean",
+        "null": "null",
+    }
+    chosen = [words[t] for t in JSON_TYPES if t in set(types)]
+    return " or ".join(chosen) if chosen else "nothing"
+
+
+def types_overlap(value: frozenset[str], parameter: frozenset[str]) -> bool:
+    """Could a value of these types be one of those? Integers are numbers (and a number
+    may be integral)."""
+    if value & parameter:
+        return True
+    numeric = {"integer", "number"}
+    return bool(value & numeric) and bool(parameter & numeric)
