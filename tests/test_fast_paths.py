@@ -209,7 +209,7 @@ def lists_and_results(draw: st.DrawFn) -> tuple[list[list[str]], dict[str, Any]]
     return paths, steps
 
 
-@settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=lists_and_results(), limits=LIMITS, spaced=st.booleans())
 def test_lists_of_plain_paths_evaluate_as_jsonata_does(
     case: tuple[list[list[str]], dict[str, Any]], limits: ExpressionLimits, spaced: bool
