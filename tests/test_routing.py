@@ -21,6 +21,7 @@ from temporalio.strands_agents import StrandsPlugin
 
 from durable_plan.check import check_plan
 from durable_plan.language.errors import PlanRejected
+from durable_plan.language.plan import PlanResult
 from durable_plan.language.routing import queue_limits
 from durable_plan.local.runner import execute_plan
 from durable_plan.server.devserver import TUNED_DYNAMIC_CONFIG, DevServer
@@ -226,18 +227,25 @@ async def _activity_queues(client: Client, workflow_id: str) -> dict[str, str]:
     }
 
 
+async def _run_split(
+    client: Client, plan: dict[str, Any], task_queue: str, workflow_id: str
+) -> PlanResult:
+    """``plan`` on a plan worker and a GPU tool worker (``split_registries``)."""
+    plans, gpu = split_registries(f"{task_queue}-gpu")
+    async with (
+        plan_worker(client, task_queue=task_queue, registry=plans),
+        tool_worker(client, task_queue=f"{task_queue}-gpu", registry=gpu),
+    ):
+        return await run_plan(
+            client, plan, task_queue=task_queue, registry=plans, workflow_id=workflow_id
+        )
+
+
 async def test_two_workers_on_two_queues_run_one_plan(
     client: Client, task_queue: str, workflow_id: str
 ) -> None:
     gpu_queue = f"{task_queue}-gpu"
-    plans, gpu = split_registries(gpu_queue)
-    async with (
-        plan_worker(client, task_queue=task_queue, registry=plans),
-        tool_worker(client, task_queue=gpu_queue, registry=gpu),
-    ):
-        result = await run_plan(
-            client, PLAN, task_queue=task_queue, registry=plans, workflow_id=workflow_id
-        )
+    result = await _run_split(client, PLAN, task_queue, workflow_id)
     assert result.ok, result
     assert result.returned["draw"] == {"picture": "orc:12"}
     assert await _activity_queues(client, workflow_id) == {"find": task_queue, "draw": gpu_queue}
@@ -437,7 +445,6 @@ async def test_a_maps_items_run_on_their_tools_queue(
     client: Client, task_queue: str, workflow_id: str
 ) -> None:
     gpu_queue = f"{task_queue}-gpu"
-    plans, gpu = split_registries(gpu_queue)
     plan = {
         "steps": [
             {
@@ -450,13 +457,7 @@ async def test_a_maps_items_run_on_their_tools_queue(
             }
         ]
     }
-    async with (
-        plan_worker(client, task_queue=task_queue, registry=plans),
-        tool_worker(client, task_queue=gpu_queue, registry=gpu),
-    ):
-        result = await run_plan(
-            client, plan, task_queue=task_queue, registry=plans, workflow_id=workflow_id
-        )
+    result = await _run_split(client, plan, task_queue, workflow_id)
     assert result.ok, result
     assert [r["picture"] for r in result.returned["draws"]["results"]] == [
         "orc:1",
