@@ -436,21 +436,24 @@ async def legacy_lookup(name: str) -> Monster:
 
 
 def test_an_existing_activitys_return_annotation() -> None:
+    """Temporal serializes an activity's result as it is (an instance of a subclass brings
+    its own fields): the annotation's shape is open, so a field it does not name passes,
+    and a path through a value of another kind (a field of a list) is refused."""
     tools = ToolRegistry([legacy_lookup, look_up_goblin])
     assert tools.get("legacy_lookup").options.kind == "activity"
-    problem = only(
-        rejected(
-            {
-                "steps": [
-                    {"id": "a", "tool": "legacy_lookup", "args": {"name": "x"}},
-                    {"id": "b", "tool": "look_up_goblin", "bind": {"name": "steps.a.stats.name"}},
-                ]
-            },
-            tools.catalog(),
-        )
-    )
-    assert problem.message == "steps.a.stats has no field 'name': it has hp, armour"
-    assert problem.fix == "read steps.a.name (without 'stats')"
+
+    def plan(expr: str) -> dict[str, Any]:
+        return {
+            "steps": [
+                {"id": "a", "tool": "legacy_lookup", "args": {"name": "x"}},
+                {"id": "b", "tool": "look_up_goblin", "bind": {"name": expr}},
+            ]
+        }
+
+    accepted(plan("steps.a.stats.name"), tools.catalog())
+    problem = only(rejected(plan("steps.a.stats.hp.value"), tools.catalog()))
+    assert problem.code == "no_field"
+    assert "steps.a.stats.hp" in problem.message
 
 
 @tool(context=True)
@@ -466,7 +469,10 @@ async def with_context(name: str, tool_context: ToolContext) -> Monster:
 def test_a_strands_tool_with_a_context_keeps_its_annotation() -> None:
     tools = ToolRegistry([with_context])
     assert tools.get("with_context").options.kind == "agent_tool"
-    assert tools.get("with_context").options.output_schema == annotation_shape(Monster)
+    # Strands gives the plan its result as text read back as JSON, as it was (open).
+    assert tools.get("with_context").options.output_schema == annotation_shape(
+        Monster, closed=False
+    )
 
 
 MCP_MONSTER = {
@@ -1193,3 +1199,54 @@ async def test_a_model_or_dataclass_result_runs_as_the_json_its_shape_describes(
     assert result.returned["order"]["customer"] == {"name": "Ada", "email": "ada@x"}
     assert result.returned["pay"] == {"receipt": "r-c", "amount": 3}
     assert sorted(CALLS[:2]) == ["charge", "fetch_order"] and CALLS[2:] == ["send_email"]
+
+
+class _Base(TypedDict):
+    name: str
+
+
+class _Full(_Base):
+    hp: int
+
+
+def _returns_a_subclass() -> _Base:
+    """A result whose runtime class declares more than the annotation."""
+    return _Full(name="x", hp=3)
+
+
+class _Animal(BaseModel):
+    name: str
+
+
+class _Dog(_Animal):
+    breed: str
+
+
+def _returns_a_model_subclass() -> _Animal:
+    """A model subclass."""
+    return _Dog(name="d", breed="lab")
+
+
+@tool(context=True)
+def _json_text(tool_context: ToolContext) -> str:
+    """Returns JSON as text: the plan reads the object it holds."""
+    return json.dumps({"name": "x", "hp": 7})
+
+
+@pytest.mark.parametrize(
+    ("func", "declared"),
+    [(_returns_a_subclass, {"name": "x"}), (_returns_a_model_subclass, {"name": "d"})],
+)
+async def test_a_function_tools_result_is_what_its_annotation_declares(
+    func: Any, declared: dict[str, Any]
+) -> None:
+    """The shape is closed, so the result must be too: a subclass's extra fields do not
+    reach the plan, in-process and in the activity alike (both call ``Tool.invoke``); the
+    check refusing them is then what the run would find."""
+    tools = ToolRegistry([func])
+    assert await tools.invoke(func.__name__, {}) == declared
+
+
+def test_a_strands_tool_annotated_text_has_no_shape_from_it() -> None:
+    tools = ToolRegistry([_json_text])
+    assert tools.get("_json_text").options.output_schema is None

@@ -21,6 +21,7 @@ from temporalio.strands_agents import StrandsPlugin
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
+from durable_plan.check import check_plan
 from durable_plan.check.catalog import RETURN_SHAPES_PATCH, ToolCatalog
 from durable_plan.language.errors import PlanRejected
 from durable_plan.temporal import plan_worker, start_plan
@@ -127,7 +128,8 @@ async def test_a_plan_with_shapes_runs_and_carries_them(
     history = await handle.handle.fetch_history()
     table = _started_input(history)["tools"]
     assert table["look_up_monster"]["output_schema"]["properties"]["armour"] == {"type": "integer"}
-    assert RETURN_SHAPES_PATCH in patches(history)
+    # The patch is asked only by a plan the shapes refuse: one they pass records nothing new.
+    assert RETURN_SHAPES_PATCH not in patches(history)
 
 
 async def test_a_tool_table_without_shapes_records_nothing_new(
@@ -253,3 +255,62 @@ async def test_the_demos_misspelled_plan_is_refused_and_the_corrected_one_runs(
     scheduled = events(plan, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     ids = [e.activity_task_scheduled_event_attributes.activity_id for e in scheduled]
     assert ids == ["lookup", "attack", "damage"]
+
+
+async def test_plans_recorded_before_the_check_replay_whatever_it_refuses_now(
+    client: Client, task_queue: str, workflow_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only tools' shapes: a map's result and a bound literal's type are checked now
+    whatever the tool table says. A plan of both, recorded as an earlier version ran it
+    (the shape check off), ran to its end; replayed by this version, whose check refuses
+    it, the check runs as recorded (no patch marker) and the replay holds. The control:
+    without that, the replay diverges."""
+    from durable_plan.check import shape_checks
+    from durable_plan.temporal import shape_patch
+    from durable_plan.temporal.workflow import PlanWorkflow
+
+    plan = {
+        "steps": [
+            {
+                "id": "m",
+                "tool": "map",
+                "args": {
+                    "over": ["orc"],
+                    "do": {"tool": "look_up_monster", "bind": {"name": "item"}},
+                },
+            },
+            {"id": "n", "tool": "roll_attack", "bind": {"armour": "'15'"}},  # coerced to 15
+            {
+                "id": "c",
+                "tool": "roll_attack",
+                "bind": {"armour": "$exists(steps.m.counted) ? 1 : steps.m.count"},
+            },
+            {"id": "d", "tool": "roll_attack", "bind": {"armour": "steps.m.total"}},
+        ],
+        "on_error": "continue",
+    }
+    request = PlanInput(plan=plan, tools=WITHOUT_SHAPES.options(), task_queue=task_queue)
+    with monkeypatch.context() as before:  # the check as earlier versions ran it
+        before.setattr(shape_checks.ShapeChecks, "_check_shapes", lambda *_: None)
+        async with plan_worker(client, task_queue=task_queue, registry=WITHOUT_SHAPES):
+            handle = await client.start_workflow(
+                PLAN_WORKFLOW_NAME, request.to_wire(), id=workflow_id, task_queue=task_queue
+            )
+            await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+    history = await handle.fetch_history()
+    assert RETURN_SHAPES_PATCH not in patches(history)
+    # m's item, n and c ran; d failed binding at run time (what the check refuses now).
+    assert len(events(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)) == 3
+    with pytest.raises(PlanRejected) as caught:  # this version refuses it up front
+        check_plan(plan, catalog=ToolCatalog.from_options(request.tools), durable=True)
+    codes = sorted(p.code for p in caught.value.problems)
+    assert codes == ["no_field", "wrong_type"], caught.value  # m.total; the literal '15'
+    await Replayer(workflows=[PlanWorkflow]).replay_workflow(history)
+    monkeypatch.setattr(shape_patch, "check_as_recorded", lambda check, catalog: check(catalog))
+    monkeypatch.setattr(
+        "durable_plan.temporal.workflow.check_as_recorded", shape_patch.check_as_recorded
+    )
+    result = await Replayer(workflows=[PlanWorkflow]).replay_workflow(
+        history, raise_on_replay_failure=False
+    )
+    assert isinstance(result.replay_failure, NondeterminismError), result.replay_failure

@@ -13,8 +13,10 @@ from durable_plan.language.options import ToolOptions
 from durable_plan.language.routing import routing_problem
 
 RETURN_SHAPES_PATCH = "return-shapes"
-"""Workflow code that checks paths against tools' return shapes: a conversation (or a plan
-started without the client's check) recorded before them replays its check without."""
+"""Workflow code whose check refused a plan by a result's shape (``SHAPE_PROBLEMS``): a
+plan or conversation recorded before the check replays it without (it ran that plan)."""
+SHAPE_PROBLEMS = frozenset({"no_field", "wrong_type"})
+"""The problems only the return-shape check finds."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class ToolCatalog:
     models: Sequence[str] | None = None
     """Model-name patterns an agent step may name in ``model`` (the owner's allow-list;
     the default model needs no name). None: any name (plans checked before the list)."""
+    return_shapes: bool = True
+    """Check paths and bound values against results' shapes (``no_field``, ``wrong_type``);
+    False: as before the return-shape check (workflow code recorded before it)."""
 
     @classmethod
     def of(cls, specs: Iterable[ToolSpec | str]) -> ToolCatalog:
@@ -81,10 +86,11 @@ class ToolCatalog:
         return any(spec.output_schema is not None for spec in self.tools.values())
 
     def without_shapes(self) -> ToolCatalog:
-        """The same catalogue, checked as before return shapes (workflow code recorded
-        before them: ``RETURN_SHAPES_PATCH``)."""
+        """The same catalogue, checked as before return shapes: no tool's shape, no shape
+        of a step kind's result, no bound literal's type (workflow code recorded before
+        them: ``RETURN_SHAPES_PATCH``)."""
         tools = {n: replace(s, output_schema=None) for n, s in self.tools.items()}
-        return replace(self, tools=tools)
+        return replace(self, tools=tools, return_shapes=False)
 
     @property
     def plannable(self) -> list[str]:

@@ -68,6 +68,8 @@ class ShapeChecks(DataflowChecks):
         self._comparisons_left = MAX_SUGGESTION_COMPARISONS
         # No tool declares a shape and no step is of a kind whose result is ours: only
         # literals in bind are left to check (most plans of tools without shapes).
+        if self.catalog is not None and not self.catalog.return_shapes:
+            return  # checked as before return shapes (a history recorded before them)
         shaped = (self.catalog is not None and self.catalog.has_shapes) or any(
             s.tool in _SHAPED_KINDS for s in steps
         )
@@ -80,7 +82,8 @@ class ShapeChecks(DataflowChecks):
             if shaped:
                 for fld, expr, arg in _expressions(bind, when, templates, body):
                     for path in expr.shape_paths:
-                        self._check_path(step, fld, path, arg)
+                        if _required(path, expr):
+                            self._check_path(step, fld, path, arg)
             if step.tool not in CONTROL and step.tool != AGENT_TOOL:
                 self._check_bound_types(step, step.tool, bind, "bind.", shaped)
             if body is not None and body.tool not in CONTROL and body.tool != AGENT_TOOL:
@@ -289,6 +292,13 @@ class ShapeChecks(DataflowChecks):
             step.id,
             f"{prefix}{name}",
         )
+
+
+def _required(path: tuple[str, ...], expr: Expression) -> bool:
+    """A path whose absence the expression tests (``$exists(steps.a.x) ? steps.a.x :
+    ...``, ``steps.a.nick ? steps.a.nick : steps.a.name``) may name a field that is never
+    there, and the plan still runs: that path, and every path through it, is not walked."""
+    return not any(path[: len(guarded)] == guarded for guarded in expr.guarded_paths)
 
 
 def _expressions(

@@ -74,6 +74,10 @@ class Expression:
     an ancestor ``%``, a sort, a block, a function call): what the return-shape check
     walks. Paths inside filters and lambdas, where ``steps`` is a field of the current
     item, are left out."""
+    guarded_paths: tuple[tuple[str, ...], ...] = ()
+    """``shape_paths`` read where their absence is tested, not assumed: the condition of a
+    ``? :`` (and of ``?:`` / ``??``, which JSONata writes as one) and ``$exists``'s
+    argument. A field named there may be absent, and the expression still has a value."""
     literal: tuple[Any, ...] = ()
     """``(value,)`` when the whole expression is one literal (``'goblin'``, ``15``,
     ``true``, ``null``); empty otherwise."""
@@ -161,6 +165,7 @@ def parse_with_jsonata(source: str) -> Expression:
         prior_dynamic=tuple(analysis.prior_dynamic),
         input_reads=tuple(dict.fromkeys(analysis.input_reads)),
         shape_paths=tuple(dict.fromkeys(analysis.shape_paths)),
+        guarded_paths=tuple(dict.fromkeys(analysis.guarded_paths)),
         literal=_literal(compiled.ast),
     )
 
@@ -234,6 +239,8 @@ class _Analysis:
         self.prior_dynamic: list[str] = []
         self.input_reads: list[str] = []
         self.shape_paths: list[tuple[str, ...]] = []
+        self.guarded_paths: list[tuple[str, ...]] = []
+        self._guarding = 0
 
     def visit(self, node: Any) -> None:
         if node is None or isinstance(node, str | int | float | bool):
@@ -276,7 +283,7 @@ class _Analysis:
             try:
                 for name, child in vars(node).items():
                     if type(child) not in _LEAVES and name not in _SKIP_ATTRS:
-                        self.visit(child)
+                        self._visit_guard(child) if self._guards(kind, name) else self.visit(child)
             finally:
                 self._optional -= 1
             return
@@ -295,6 +302,20 @@ class _Analysis:
                 self._visit_relative(child)
             else:
                 self.visit(child)
+
+    @staticmethod
+    def _guards(kind: Any, name: str) -> bool:
+        """The part of a conditional or ``$exists`` that tests whether a value is there."""
+        return (kind == "condition" and name == "condition") or (
+            kind == "function" and name == "arguments"
+        )
+
+    def _visit_guard(self, node: Any) -> None:
+        self._guarding += 1
+        try:
+            self.visit(node)
+        finally:
+            self._guarding -= 1
 
     def _visit_relative(self, node: Any) -> None:
         self._relative += 1
@@ -325,6 +346,8 @@ class _Analysis:
             shape = _shape_path(parts[1:])
             if shape:
                 self.shape_paths.append(shape)
+                if self._guarding:
+                    self.guarded_paths.append(shape)
         # Stages/predicates and later parts may themselves hold expressions.
         self._visit_relative(getattr(parts[0], "stages", None))
         self._visit_relative(parts[1:])

@@ -28,7 +28,6 @@ from strands.types.tools import ToolResult, ToolUse
 from temporalio import workflow
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.check.catalog import RETURN_SHAPES_PATCH
 from durable_plan.check.shape_text import describe_shape
 from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS, ROUNDS_PATCH
 from durable_plan.language.errors import PlanRejected, describe_exception
@@ -456,13 +455,20 @@ def _check(
     # plan it refused must be refused again).
     if not workflow.patched(ROUNDS_PATCH):
         catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
-    # The tools' return shapes come from code, not from history: a conversation recorded
-    # before the check must replay its plans' checks without them (a plan it ran would be
-    # refused now). Asked only when some tool has a shape, so other conversations record
-    # nothing new.
-    if catalog.has_shapes and not workflow.patched(RETURN_SHAPES_PATCH):
-        catalog = catalog.without_shapes()
-    # jsonata imports lazily; inside the workflow sandbox those imports are passed through.
-    with workflow.unsafe.imports_passed_through():
-        checked = check_plan(raw, catalog=catalog, max_steps=max_steps, durable=True, prior=prior)
-    return checked, catalog
+    with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
+        from durable_plan.temporal.shape_patch import check_as_recorded
+
+    used: list[ToolCatalog] = []
+
+    def check(with_catalog: ToolCatalog) -> CheckedPlan:
+        used.append(with_catalog)
+        # jsonata imports lazily; inside the workflow sandbox they are passed through.
+        with workflow.unsafe.imports_passed_through():
+            return check_plan(
+                raw, catalog=with_catalog, max_steps=max_steps, durable=True, prior=prior
+            )
+
+    # A conversation recorded before the return-shape check replays its plans' checks
+    # without it (a plan it ran would be refused now: shapes come from code, not history).
+    checked = check_as_recorded(check, catalog)
+    return checked, used[-1]

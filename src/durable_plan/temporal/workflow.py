@@ -34,7 +34,6 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-    from durable_plan.check.catalog import RETURN_SHAPES_PATCH
     from durable_plan.language.agent_step import (
         AGENT_TOOL,
         LEGACY_MAX_ITERATIONS,
@@ -70,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
+    from durable_plan.temporal.shape_patch import check_as_recorded
     from durable_plan.temporal.step_activities import StepActivities, fairness_key
     from durable_plan.temporal.ui_summary import StepSummaries, agent_step_summary
 
@@ -180,21 +180,20 @@ class PlanWorkflow(ApprovalHandlers):
         )
         if not workflow.patched(ROUNDS_PATCH):  # plans recorded before the raised cap
             catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
-        # Return shapes travel in the tool table only when some tool declares one, so
-        # plans without them record nothing new; plans recorded before the check (a tool
-        # table a client sent without checking) replay their check without it.
-        if catalog.has_shapes and not workflow.patched(RETURN_SHAPES_PATCH):
-            catalog = catalog.without_shapes()
         if request.memory is not None:
             self._recall = Recall.from_wire(request.memory, reusable_tools(request.tools))
         prior = self._recall.prior_ids if self._recall is not None else None
-        return check_plan(
-            request.plan,
-            catalog=catalog,
-            max_steps=request.max_steps,
-            durable=True,
-            prior=prior,
-            inputs=request.inputs,
+        # Plans recorded before the return-shape check replay their check without it.
+        return check_as_recorded(
+            lambda catalog: check_plan(
+                request.plan,
+                catalog=catalog,
+                max_steps=request.max_steps,
+                durable=True,
+                prior=prior,
+                inputs=request.inputs,
+            ),
+            catalog,
         )
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.routing import check_routing
 from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.limits import call_slot
-from durable_plan.tools.return_shapes import declared_shape, return_shape
+from durable_plan.tools.return_shapes import declared_shape, result_projection, return_shape
 
 __all__ = [
     "APPROVAL_REFUSAL",
@@ -99,10 +99,15 @@ class Tool:
             return await _stream_agent_tool(self.target, self.name, dict(args), state)
         func, validated = self._prepare(args)
         if inspect.iscoroutinefunction(func):
-            return _as_json_value(await func(**validated))
-        result = await asyncio.to_thread(func, **validated)
-        if inspect.isawaitable(result):
-            result = await result
+            result = await func(**validated)
+        else:
+            result = await asyncio.to_thread(func, **validated)
+            if inspect.isawaitable(result):
+                result = await result
+        if self.kind == "function":  # what its annotation declares (the shape's contract)
+            project = result_projection(func)
+            if project is not None:
+                return project(result)
         return _as_json_value(result)
 
     def _prepare(self, args: Mapping[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
@@ -393,7 +398,7 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
                 kind="activity",
                 params=params,
                 defaults=defaults,
-                output_schema=return_shape(func),
+                output_schema=return_shape(func, annotation="open"),
             ),
         )
     if isinstance(obj, DecoratedFunctionTool) and obj._metadata._context_param is None:
@@ -406,7 +411,7 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         shape = (
             declared_shape(output.get("json"))
             if isinstance(output, Mapping)
-            else return_shape(func if callable(func) else None, description)
+            else return_shape(func if callable(func) else None, description, annotation="text")
         )
         return Tool(
             name=name or obj.tool_name,

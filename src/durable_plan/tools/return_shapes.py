@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import collections.abc
 import dataclasses
+import functools
 import inspect
 import re
 import types
@@ -49,16 +50,81 @@ def declared_shape(schema: Any) -> dict[str, Any] | None:
     return compact_shape(schema)
 
 
-def return_shape(func: Callable[..., Any] | None, description: str = "") -> dict[str, Any] | None:
+def return_shape(
+    func: Callable[..., Any] | None,
+    description: str = "",
+    *,
+    annotation: typing.Literal["closed", "open", "text"] = "closed",
+) -> dict[str, Any] | None:
     """The shape ``func`` documents: its return annotation, else its docstring's
     ``Returns:`` section (``description`` when there is no function, as for a Strands
-    ``AgentTool``)."""
+    ``AgentTool``).
+
+    ``annotation``: ``"closed"`` for function tools, whose results are what the annotation
+    declares (``result_projection``: a subclass's extra fields are not part of it);
+    ``"open"`` for existing activities, whose results Temporal serializes as they are (an
+    instance of a subclass carries its fields); ``"text"`` for Strands tools, open too, and
+    nothing when the annotation allows a string: the plan reads a text result as the JSON
+    it holds, so ``-> str`` says nothing about what the plan sees."""
     if func is not None:
-        shape = annotation_shape(_return_annotation(func))
-        if shape is not None:
+        shape = annotation_shape(_return_annotation(func), closed=annotation == "closed")
+        if shape is not None and not (annotation == "text" and _may_be_text(shape)):
             return shape
         description = inspect.getdoc(func) or description
     return docstring_shape(description)
+
+
+def _may_be_text(shape: dict[str, Any]) -> bool:
+    kinds = shape.get("type")
+    branches = shape.get("anyOf") or shape.get("oneOf") or []
+    return (
+        kinds == "string"
+        or (isinstance(kinds, list) and "string" in kinds)
+        or any(isinstance(b, dict) and _may_be_text(b) for b in branches)
+        or not shape  # anything
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def result_projection(func: Callable[..., Any]) -> Callable[[Any], Any] | None:
+    """What a function tool's result becomes for the plan: the JSON its return annotation
+    declares (pydantic's serializer for the declared type, as FastAPI's response_model:
+    a subclass instance's extra fields, or a TypedDict's undeclared keys, are dropped), so
+    the closed shape the check walks is the result the plan reads. None: the annotation
+    says nothing, and the result is taken as it is."""
+    annotation = _return_annotation(func)
+    if not annotation_shape(annotation):
+        return None
+    from pydantic import TypeAdapter
+
+    try:
+        adapter: Any = TypeAdapter(annotation)
+    except Exception:  # typing.TypedDict before 3.12: pydantic refuses it
+        return functools.partial(_project, annotation, 0)
+    return functools.partial(adapter.dump_python, mode="json", warnings=False)
+
+
+def _project(tp: Any, depth: int, value: Any) -> Any:
+    """``value`` with only the keys its (plain ``typing``) TypedDicts declare, through
+    lists, dicts and unions of them; everything else as it is."""
+    if depth > 64:
+        return value
+    if typing.is_typeddict(tp) and isinstance(value, dict):
+        try:
+            hints = typing.get_type_hints(tp)
+        except Exception:
+            return value
+        return {k: _project(hints[k], depth + 1, v) for k, v in value.items() if k in hints}
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, collections.abc.Sequence) and args and isinstance(value, list):
+        return [_project(args[0], depth + 1, v) for v in value]
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return {k: _project(args[1], depth + 1, v) for k, v in value.items()}
+    if origin in (typing.Union, types.UnionType) and isinstance(value, dict):
+        dicts = [a for a in args if typing.is_typeddict(a)]
+        if len(dicts) == 1:  # one TypedDict among scalars: that is the dict's shape
+            return _project(dicts[0], depth + 1, value)
+    return value
 
 
 def _return_annotation(func: Callable[..., Any]) -> Any:
@@ -72,8 +138,9 @@ def _return_annotation(func: Callable[..., Any]) -> Any:
 # -- annotations ---------------------------------------------------------------------------
 
 
-def annotation_shape(annotation: Any) -> dict[str, Any] | None:
-    """The JSON Schema of what a function annotated ``-> annotation`` returns, as JSON."""
+def annotation_shape(annotation: Any, *, closed: bool = True) -> dict[str, Any] | None:
+    """The JSON Schema of what a function annotated ``-> annotation`` returns, as JSON
+    (``closed``: objects hold only the fields the classes declare)."""
     if annotation is inspect.Signature.empty or annotation is Any:
         return None
     schema = _pydantic_schema(annotation)
@@ -85,7 +152,7 @@ def annotation_shape(annotation: Any) -> dict[str, Any] | None:
             return None
         if defs:
             schema = {**schema, "$defs": defs}
-    return compact_shape(_closed(schema, 0))
+    return compact_shape(_closed(schema, 0) if closed else schema)
 
 
 def _pydantic_schema(annotation: Any) -> dict[str, Any] | None:

@@ -1,0 +1,36 @@
+"""The plan check in workflow code, with return shapes where the history allows them.
+
+The return-shape check (``no_field``, ``wrong_type``) refuses plans that earlier versions
+ran: a plan workflow or a conversation recorded before it must replay its check without
+it. So the check runs as it is, and only a plan that the shape problems refuse asks
+``workflow.patched(RETURN_SHAPES_PATCH)``: a new workflow records the marker and refuses
+it; a history recorded before has no marker, and gets the verdict it had (the check again
+without shapes). A plan the shapes do not refuse asks nothing and records nothing new.
+Workflow code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_plan.check import CheckedPlan, ToolCatalog
+    from durable_plan.check.catalog import RETURN_SHAPES_PATCH, SHAPE_PROBLEMS
+    from durable_plan.language.errors import PlanRejected
+
+
+def check_as_recorded(
+    check: Callable[[ToolCatalog], CheckedPlan], catalog: ToolCatalog
+) -> CheckedPlan:
+    """``check(catalog)``, or, where the history predates the shape check and only it
+    refused the plan, ``check`` without shapes."""
+    try:
+        return check(catalog)
+    except PlanRejected as exc:
+        if not any(p.code in SHAPE_PROBLEMS for p in exc.problems):
+            raise
+        if workflow.patched(RETURN_SHAPES_PATCH):
+            raise
+    return check(catalog.without_shapes())
