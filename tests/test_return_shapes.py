@@ -10,11 +10,11 @@ such plans). The durable side: ``tests/test_shapes_durable.py``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -27,9 +27,11 @@ from strands.types.tools import ToolContext
 from temporalio import activity
 
 from durable_plan.check import ToolCatalog, ToolSpec, check_plan
+from durable_plan.check.shape_checks import MAX_SUGGESTION_COMPARISONS
 from durable_plan.check.shape_text import describe_shape
 from durable_plan.check.shapes import (
     MAX_SHAPE_BYTES,
+    MAX_WALK_STEPS,
     Reached,
     Rooted,
     RuledOut,
@@ -1074,9 +1076,18 @@ def test_an_exponential_shape_costs_a_bounded_walk() -> None:
             {"id": "b", "tool": "u", "bind": {f"x{i}": e for i, e in enumerate(exprs)}},
         ]
     }
-    started = time.perf_counter()
-    check_plan(plan, catalog=catalog, durable=True)
-    assert time.perf_counter() - started < 2.0
+    spent: list[int] = []
+    walk = ShapeWalker.walk
+
+    def counted(self: ShapeWalker, shape: Any, path: Any) -> Any:
+        found = walk(self, shape, path)
+        spent.append(MAX_WALK_STEPS - self.budget)
+        return found
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(ShapeWalker, "walk", counted)
+        check_plan(plan, catalog=catalog, durable=True)  # accepted: the walk gave up, sound
+    assert spent and max(spent) <= MAX_WALK_STEPS + 1  # one plan's budget, never more
 
 
 def test_many_wrong_paths_into_a_wide_shape_are_refused_quickly() -> None:
@@ -1089,10 +1100,18 @@ def test_many_wrong_paths_into_a_wide_shape_are_refused_quickly() -> None:
     for k in range(31):
         bind = {f"a{i}": f"steps.s.field_numbr_{i}" for i in range(12)}
         steps.append({"id": f"u{k}", "tool": "u", "bind": bind})
-    started = time.perf_counter()
-    with pytest.raises(PlanRejected) as caught:
-        check_plan({"steps": steps}, catalog=catalog, durable=True)
-    assert time.perf_counter() - started < 1.0
+    compared: list[int] = []
+    close_matches = difflib.get_close_matches
+
+    def counted(word: str, possibilities: Any, *args: Any, **kwargs: Any) -> Any:
+        compared.append(len(list(possibilities)))
+        return close_matches(word, possibilities, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(difflib, "get_close_matches", counted)
+        with pytest.raises(PlanRejected) as caught:
+            check_plan({"steps": steps}, catalog=catalog, durable=True)
+    assert sum(compared) <= MAX_SUGGESTION_COMPARISONS  # the plan's budget of comparisons
     problems = caught.value.problems
     assert len(problems) == 100 and {p.code for p in problems} == {"no_field"}
     assert problems[0].fix == "did you mean 'field_number_0'? (steps.s.field_number_0)"

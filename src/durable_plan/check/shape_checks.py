@@ -234,7 +234,10 @@ class ShapeChecks(DataflowChecks):
             value_types = walked.types(self._walker)
             wanted = self._wanted.get((tool, name))
             if wanted is None:
-                wanted = self._wanted[(tool, name)] = self._walker.value_types(Rooted(prop, schema))
+                wanted = self._walker.value_types(Rooted(prop, schema))
+                if _null_by_default(prop):
+                    wanted = wanted | {"null"}
+                self._wanted[(tool, name)] = wanted
             if types_overlap(value_types, wanted):
                 continue
             where = "steps." + ".".join(path)
@@ -276,6 +279,8 @@ class ShapeChecks(DataflowChecks):
         prefix: str,
     ) -> None:
         """A literal in ``bind`` (``"'15'"``) is checked like one in ``args``."""
+        if value is None and _null_by_default(prop):
+            return
         sub = dict(prop)
         for key in ("$defs", "definitions"):
             if key in schema and key not in sub:
@@ -292,6 +297,12 @@ class ShapeChecks(DataflowChecks):
             step.id,
             f"{prefix}{name}",
         )
+
+
+def _null_by_default(prop: Mapping[str, Any]) -> bool:
+    """An argument whose default is null takes null (Strands writes ``Optional[int] =
+    None`` as ``{"type": "integer", "default": null}``, and the tool accepts None)."""
+    return "default" in prop and prop["default"] is None
 
 
 def _required(path: tuple[str, ...], expr: Expression) -> bool:
