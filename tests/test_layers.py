@@ -20,6 +20,7 @@ A plain in-process agent does not load workflow code: checked in a fresh interpr
 from __future__ import annotations
 
 import ast
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +80,14 @@ def module_name(path: Path) -> str:
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module) of every import in the file, relative ones resolved."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    # The collector paused: on CPython 3.11 a finalizer running inside a parse (async
+    # generators other tests' agents left) can fail it with "AST constructor recursion
+    # depth mismatch" (seen once under the full suite).
+    gc.disable()
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    finally:
+        gc.enable()
     package = module_name(path)
     if path.name != "__init__.py":
         package = package.rsplit(".", 1)[0]

@@ -29,6 +29,7 @@ import ast
 import collections.abc
 import dataclasses
 import functools
+import gc
 import inspect
 import re
 import types
@@ -333,13 +334,27 @@ def docstring_shape(doc: str | None) -> dict[str, Any] | None:
     if _UNSURE & set(re.findall(r"[a-z]+", suffix.lower())):
         return None
     try:
-        tree = ast.parse(body, mode="eval").body
+        tree = _parse(body)
         shape = _doc_value(tree, 0)
     except (SyntaxError, ValueError, RecursionError, MemoryError, _NotAShape):
         return None
     if _LISTS & set(words) and body.startswith("{"):
         shape = {"type": "array", "items": shape}
     return compact_shape(shape)
+
+
+def _parse(text: str) -> ast.expr:
+    """``ast.parse`` with the collector paused: CPython 3.11 can fail a parse with
+    "SystemError: AST constructor recursion depth mismatch" when a finalizer runs Python
+    code in the middle of it (an async generator closed by the collector, as Strands leaves
+    them), and a tool's shape must not depend on when the collector ran."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(text, mode="eval").body
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _returns_section(doc: str) -> str | None:
