@@ -44,7 +44,10 @@ class PlanEventStream:
         # The payload the JSON converter would make of the event (a plain dict of JSON
         # values), made here: asking the workflow's converter builds a context-bound copy
         # of it per call, which was most of what an event cost. Subscribers decode alike.
-        data = json.dumps(event.to_wire(), separators=(",", ":"), sort_keys=True).encode()
+        # default=str: an event never fails the workflow task (its values are plain JSON,
+        # and anything else is written as text rather than retried forever).
+        wire = event.to_wire()
+        data = json.dumps(wire, separators=(",", ":"), sort_keys=True, default=str).encode()
         self._topic.publish(Payload(metadata=_JSON_PLAIN, data=data))
         self.published += 1
 
