@@ -320,6 +320,14 @@ async def test_a_durable_agent_step_runs_in_its_own_child_workflow(
     assert any("morale/1/look_up_monster" in s for s in summaries), summaries
     plan_history = await handle.handle.fetch_history()
     assert model_calls(plan_history) == 0, "the conversation stays out of the plan's history"
+    # The plan's client knew every patch (``patch_level``): neither workflow asks one.
+    markers = [
+        e.marker_recorded_event_attributes.marker_name
+        for h in (plan_history, child_history)
+        for e in h.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert "core_patch" not in markers, markers
     await _replays(plan_history, child_history)
 
 

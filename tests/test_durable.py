@@ -333,18 +333,25 @@ async def test_local_activity_steps(client: Client, task_queue: str) -> None:
 
 async def test_activity_ids_and_summaries_name_the_steps(client: Client, task_queue: str) -> None:
     plan = {"steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}}]}
+    summaries = []
     async with durable_worker(client, task_queue):
-        handle = await start_plan(client, plan, task_queue=task_queue, registry=REGISTRY)
-        await handle.result()
-        history = await handle.handle.fetch_history()
-    scheduled = [
-        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
-    ]
-    attrs = scheduled[0].activity_task_scheduled_event_attributes
-    assert attrs.activity_id == "lookup"
-    assert attrs.activity_type.name == "look_up_monster"
-    # The UI shows the activity type (the tool) already; the summary adds the step's level.
-    assert json.loads(scheduled[0].user_metadata.summary.data) == "lookup · level 0"
+        for ui in ("summary", "full"):
+            handle = await start_plan(
+                client, plan, task_queue=task_queue, registry=REGISTRY, ui_metadata=ui
+            )
+            await handle.result()
+            history = await handle.handle.fetch_history()
+            scheduled = [
+                e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+            ]
+            attrs = scheduled[0].activity_task_scheduled_event_attributes
+            assert attrs.activity_id == "lookup"
+            assert attrs.activity_type.name == "look_up_monster"
+            summaries.append(scheduled[0].user_metadata.summary.data)
+    # The UI shows the activity type (the tool) and id (the step) already; asked for, the
+    # summary adds the step's level.
+    assert summaries[0] == b""
+    assert json.loads(summaries[1]) == "lookup · level 0"
 
 
 # -- approval gates --------------------------------------------------------------------------

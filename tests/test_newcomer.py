@@ -29,6 +29,7 @@ from activities.scripts import ATTACK_PLAN, MORALE_PROMPT, ROUND_PLAN, ROUND_PRO
 from durable_plan.check import check_plan
 from durable_plan.server.connection import default_ui_url, workflow_url
 from durable_plan.server.devserver import free_port
+from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, run_plan, start_plan
 from durable_plan.temporal.client import NoWorkerError, NoWorkerWarning
 from durable_plan.temporal.failures import root_message
@@ -312,8 +313,8 @@ def test_large_plans_stay_within_bounds() -> None:
 
 def _activity_summaries(history: Any) -> dict[str, str]:
     return {
-        e.activity_task_scheduled_event_attributes.activity_id: json.loads(
-            e.user_metadata.summary.data
+        e.activity_task_scheduled_event_attributes.activity_id: (
+            json.loads(e.user_metadata.summary.data) if e.user_metadata.summary.data else ""
         )
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
@@ -321,17 +322,42 @@ def _activity_summaries(history: Any) -> dict[str, str]:
 
 
 async def test_the_ui_shows_plans_and_steps(client: Client, task_queue: str) -> None:
+    """By default the plan's summary only (each byte of UI metadata is history); "details"
+    adds the table, "full" each step's summary on its activity."""
+    shown: dict[str, Any] = {}
     async with plan_worker(client, task_queue=task_queue, registry=GAME_TOOLS):
-        handle = await start_plan(client, ATTACK_PLAN, task_queue=task_queue, registry=GAME_TOOLS)
-        await handle.result()
-    description = await handle.handle.describe()
-    assert await description.static_summary() == plan_summary(check_plan(ATTACK_PLAN))
-    assert "| 2 | `damage` | `apply_damage` |" in (await description.static_details() or "")
-    assert _activity_summaries(await handle.handle.fetch_history()) == {
+        for ui in (None, "details", "full"):
+            extra = {} if ui is None else {"ui_metadata": ui}
+            handle = await start_plan(
+                client, ATTACK_PLAN, task_queue=task_queue, registry=GAME_TOOLS, **extra
+            )
+            await handle.result()
+            description = await handle.handle.describe()
+            shown[str(ui)] = (
+                await description.static_summary(),
+                await description.static_details(),
+                _activity_summaries(await handle.handle.fetch_history()),
+            )
+    summary = plan_summary(check_plan(ATTACK_PLAN))
+    assert shown["None"] == (summary, None, {"lookup": "", "attack": "", "damage": ""})
+    assert shown["details"][0] == summary
+    assert "| 2 | `damage` | `apply_damage` |" in (shown["details"][1] or "")
+    assert shown["details"][2] == {"lookup": "", "attack": "", "damage": ""}
+    assert shown["full"][1] == shown["details"][1]
+    assert shown["full"][2] == {
         "lookup": "lookup · level 0",
         "attack": "attack · level 1 · armour ← steps.lookup.armour",
         "damage": "damage · level 2 · damage ← steps.attack.damage, monster ← steps.lookup.name",
     }
+
+
+async def test_a_wrong_ui_option_is_refused_before_anything_starts(client: Client) -> None:
+    with pytest.raises(ValueError, match="ui_metadata: 'all' is not one of 'summary'"):
+        await start_plan(
+            client, ATTACK_PLAN, task_queue="nowhere", registry=GAME_TOOLS, ui_metadata="all"
+        )
+    with pytest.raises(ValueError, match="ui_metadata"):
+        WorkflowPlanPlugin(registry=GAME_TOOLS, plan_options={"ui_metadata": True})
 
 
 async def test_the_ui_shows_the_agents_plans_and_agent_steps(

@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.strands_agents import StrandsPlugin
 
@@ -26,7 +28,6 @@ from durable_plan.language.routing import queue_limits
 from durable_plan.local.runner import execute_plan
 from durable_plan.server.devserver import TUNED_DYNAMIC_CONFIG, DevServer
 from durable_plan.temporal import (
-    PlanHandle,
     model_worker,
     plan_worker,
     run_plan,
@@ -402,20 +403,23 @@ async def test_a_rate_limited_tool_holds_its_rate_across_plans(
     assert starts[-1] - starts[0] >= 2.0
 
 
-async def _until_scheduled(handle: PlanHandle, calls: int) -> None:
-    """Until the plan has scheduled ``calls`` activities (its history says so)."""
+async def _until_waiting(client: Client, task_queue: str, tasks: int) -> None:
+    """Until ``tasks`` activity tasks wait on the queue (the server's backlog count, which
+    only grows while no worker polls it)."""
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        report_stats=True,
+    )
     deadline = time.monotonic() + 30
     while True:
-        history = await handle.handle.fetch_history()
-        scheduled = sum(
-            1
-            for e in history.events
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        )
-        if scheduled >= calls:
+        described = await client.workflow_service.describe_task_queue(request)
+        waiting = described.stats.approximate_backlog_count
+        if waiting >= tasks:
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"the plan scheduled {scheduled} of {calls} calls")
+            pytest.fail(f"{waiting} of {tasks} activity tasks wait on {task_queue!r}")
         await asyncio.sleep(0.05)
 
 
@@ -642,22 +646,33 @@ async def test_fairness_serves_a_second_conversation_in_turn(fairness: bool) -> 
             return {"steps": steps}
 
         STARTS.clear()
-        async with (
-            plan_worker(client, task_queue="plans", registry=registry),
-            tool_worker(client, task_queue="api", registry=registry),
-        ):
+        async with plan_worker(client, task_queue="plans", registry=registry):
+            # The calls wait on the tool's queue before any tool worker polls it: the order
+            # they arrived in is then exact (a history's ActivityTaskScheduled reaches the
+            # queue a moment later, so "A's 40 are in A's history" is not "A's 40 wait").
             a = [  # one conversation's two plans: their calls share its key
                 await start_plan(
-                    client, fan(20), task_queue="plans", registry=registry, fairness_key="a"
+                    client,
+                    fan(20),
+                    task_queue="plans",
+                    registry=registry,
+                    fairness_key="a",
+                    if_no_worker="ignore",
                 )
                 for _ in range(2)
             ]
-            for handle in a:  # all 40 of A's calls scheduled before B asks
-                await _until_scheduled(handle, 20)
+            await _until_waiting(client, "api", 40)
             b = await start_plan(
-                client, fan(2), task_queue="plans", registry=registry, fairness_key="b"
+                client,
+                fan(2),
+                task_queue="plans",
+                registry=registry,
+                fairness_key="b",
+                if_no_worker="ignore",
             )
-            results = await asyncio.gather(*(h.result() for h in (*a, b)))
+            await _until_waiting(client, "api", 42)
+            async with tool_worker(client, task_queue="api", registry=registry):
+                results = await asyncio.gather(*(h.result() for h in (*a, b)))
             assert all(r.ok for r in results)
     order = [wf for _, wf in sorted(STARTS)]
     assert len(order) == 42

@@ -6,18 +6,23 @@ the wire; one that says something, like ``reuse=True``, never.)"""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from durable_plan.check.json_schema import SchemaValidator, without_annotations
 from durable_plan.language.options import ToolOptions
+from durable_plan.temporal.client import _prepare
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STORED_BYTES,
     PlanInput,
     StepRequest,
 )
+from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
+from durable_plan.tools.registry import ToolRegistry
 
 NOT_DEFAULT: dict[str, Any] = {
     "timeout_s": 5.0,
@@ -80,3 +85,63 @@ def test_a_step_request_reads_back_exactly(
     if not stores:  # the store's bounds travel only with a store
         request = dataclasses.replace(request, max_stored_bytes=DEFAULT_MAX_STORED_BYTES)
     assert back == request
+
+
+def test_a_schema_without_annotations_keeps_everything_a_validator_reads() -> None:
+    schema = {
+        "type": "object",
+        "title": "Args",
+        "description": "What the tool takes.",
+        "properties": {
+            # A parameter named like an annotation is a name: it stays.
+            "description": {"type": "string", "description": "free text", "maxLength": 9},
+            "title": {"type": "string", "title": "T", "enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string", "description": "a tag"}},
+            "pick": {"anyOf": [{"type": "integer", "title": "I"}, {"type": "null"}]},
+        },
+        "$defs": {"X": {"type": "integer", "examples": [1], "$comment": "c"}},
+        "required": ["description"],
+        "default": {"description": "a value, not a schema"},
+    }
+    assert without_annotations(schema) == {
+        "type": "object",
+        "properties": {
+            "description": {"type": "string", "maxLength": 9},
+            "title": {"type": "string", "enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "pick": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        },
+        "$defs": {"X": {"type": "integer"}},
+        "required": ["description"],
+        "default": {"description": "a value, not a schema"},
+    }
+    for value in ({"description": "ok"}, {"description": 3}, {"title": "x"}, {}):
+        full, bare = SchemaValidator(schema), SchemaValidator(without_annotations(schema))
+        assert full.is_valid(value) == bare.is_valid(value)
+
+
+def test_the_start_event_carries_what_the_plan_needs_and_no_more() -> None:
+    """A plan no model reads: no tool descriptions, no schema annotations, no model settings;
+    the patch level and the UI option always."""
+    registry = ToolRegistry()
+
+    async def look(name: str, depth: int = 1) -> dict[str, Any]:
+        """Looks a thing up.
+
+        Args:
+            name: The thing's name, as the index spells it.
+            depth: How far to look.
+        """
+        return {"name": name}
+
+    registry.add(look)
+    plan = {"steps": [{"id": "a", "tool": "look", "args": {"name": "x"}}]}
+    _, request = _prepare(
+        plan, registry, max_steps=32, max_result_bytes=2**18, model="m", allowed_models=["m*"]
+    )
+    wire = request.to_wire()
+    assert wire["settings"] == {"patch_level": CURRENT_PATCH_LEVEL, "ui_metadata": "summary"}
+    table = wire["tools"]["look"]
+    assert "description" not in table
+    assert "description" not in json.dumps(table["input_schema"])
+    assert table["input_schema"]["required"] == ["name"]

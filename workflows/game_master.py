@@ -99,6 +99,9 @@ class GameMasterWorkflow:
             honor_final=request.honor_final,
             approval_required=request.approval_required,
             plan_stream=self.stream,
+            # The demo shows all the web UI can: each plan's table of steps and each step's
+            # summary (the default is the plan's one-line summary: every byte is history).
+            plan_options={"ui_metadata": "full"},
         )
         interventions = []
         if request.hitl_allowed_tools is not None:

@@ -422,3 +422,39 @@ def _reference_loop(root: Mapping[str, Any]) -> list[str]:
         if found:
             return found
     return []
+
+
+_ANNOTATIONS = frozenset({"description", "title", "examples", "$comment"})
+"""Keywords that say what a value means to a reader and nothing about whether it is valid."""
+_SCHEMA_VALUED = frozenset(
+    {
+        "items", "additionalProperties", "not", "if", "then", "else", "contains",
+        "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems",
+    }
+)  # fmt: skip
+_SCHEMA_MAPS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+
+
+def without_annotations(schema: Any, depth: int = 0) -> Any:
+    """The schema with its annotations (descriptions, titles, examples) left out: what a
+    validator needs and nothing a model reads. Keywords it does not know are kept as they
+    are (a property named ``description`` is a name, not an annotation); past 64 levels the
+    rest is kept whole. For the tool table of a plan whose steps no model reads."""
+    if not isinstance(schema, Mapping) or depth > 64:
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _ANNOTATIONS:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: without_annotations(v, depth + 1) for name, v in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [without_annotations(v, depth + 1) for v in value]
+        elif key in _SCHEMA_VALUED:
+            out[key] = without_annotations(value, depth + 1)
+        else:
+            out[key] = value
+    return out

@@ -35,7 +35,7 @@ from durable_plan.temporal.messages import (
 from durable_plan.temporal.payload_limits import workers_store_payloads
 from durable_plan.temporal.recovery import Salvage, recover
 from durable_plan.temporal.subscribe import PLANS_TOPIC
-from durable_plan.temporal.ui_summary import plan_details, plan_summary
+from durable_plan.temporal.ui_summary import plan_metadata
 from durable_plan.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -113,14 +113,15 @@ async def run_child(
         **limits,
     )
     task_queue = plugin.task_queue or parent.task_queue
+    summary, details = plan_metadata(checked, request.ui_metadata)
     handle = await workflow.start_child_workflow(
         PLAN_WORKFLOW_NAME,
         request.to_wire(),
         id=child_id,
         task_queue=task_queue,
         result_type=dict,
-        static_summary=plan_summary(checked),
-        static_details=plan_details(checked),
+        static_summary=summary,
+        static_details=details,
     )
     if plugin.plan_stream is not None:  # workflow code: a replay announces it again, alike
         plugin.plan_stream.topic(PLANS_TOPIC).publish({"plan": child_id})

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable_plan.temporal.messages import PlanInput
+from durable_plan.temporal.ui_summary import check_ui_metadata
 
 
 def durable_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -23,4 +24,6 @@ def durable_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
             f"plan_options: unknown option(s) {', '.join(unknown)}; "
             f"the options are: {', '.join(allowed)}"
         )
+    if "ui_metadata" in given:
+        check_ui_metadata(given["ui_metadata"])
     return given

@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         HOOK_REPLY_SIGNAL,
         options_to_wire,
     )
+    from durable_plan.temporal.patch_level import MODEL_INPUT_PATCH, in_effect
     from durable_plan.temporal.payload_limits import MAX_MODEL_INPUT_BYTES, MODEL_INPUT_COPIES
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.policy import CallPolicy, retry_policy
@@ -54,8 +55,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.tools.results import tool_result
 
 AGENT_STEP_WORKFLOW_NAME = "AgentStepWorkflow"
-MODEL_INPUT_PATCH = "model-input-guard"
-"""Agent steps that stop before a model call too large to send (recorded ones did not)."""
 MODEL_TIMEOUT_S = 120.0
 MODEL_ATTEMPTS = 3
 """A transient model error is retried by Temporal (it costs no round); a model that
@@ -97,6 +96,9 @@ class AgentStepInput:
     """Whose calls these are where a limited tool's calls wait (the plan's key)."""
     model_task_queue: str | None = None
     """Where the model calls run (None: this workflow's queue)."""
+    patch_level: int = 0
+    """The plan's ``PlanInput.patch_level``: patches its client knew to be in effect, asked
+    of neither the plan nor its agent steps (0: each is asked, as before)."""
 
     def to_wire(self) -> dict[str, Any]:
         """What starts the child (and what admission measures): fields added since 0.1
@@ -107,6 +109,8 @@ class AgentStepInput:
         for name in _UNSET_OFF_THE_WIRE:
             if wire[name] is None:
                 del wire[name]
+        if not self.patch_level:
+            del wire["patch_level"]
         return wire
 
 
@@ -215,7 +219,7 @@ class AgentStepWorkflow(ApprovalHandlers):
         if (
             agent is not None
             and not request.payloads_stored
-            and workflow.patched(MODEL_INPUT_PATCH)
+            and in_effect(MODEL_INPUT_PATCH, request.patch_level)
         ):
             # The model activity's input carries the conversation twice (measured with
             # temporalio-strands-agents 0.1.0: 2,464,341 bytes sent for 1,231,720 of messages).

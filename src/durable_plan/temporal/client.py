@@ -32,6 +32,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check.json_schema import without_annotations
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.events import PlanEvent
@@ -44,9 +45,14 @@ from durable_plan.temporal.messages import (
     PlanInput,
     failure_message,
 )
+from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.temporal.payload_limits import client_stores_payloads
 from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
-from durable_plan.temporal.ui_summary import plan_details, plan_summary
+from durable_plan.temporal.ui_summary import (
+    DEFAULT_UI_METADATA,
+    check_ui_metadata,
+    plan_metadata,
+)
 from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.registry import ToolOptions, ToolRegistry
 
@@ -250,11 +256,25 @@ def checked_input(checked: CheckedPlan, tools: dict[str, ToolOptions], **fields:
     plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
     named, agent_tools = checked.tools_called(list(tools))
     table = {
-        name: tools[name] if name in agent_tools else replace(tools[name], description="")
+        name: tools[name] if name in agent_tools else _unread(tools[name])
         for name in tools
         if name in agent_tools or name in named
     }
+    if not checked.has_agent_steps:
+        # Nothing of the plan names or calls a model.
+        fields.pop("default_model", None)
+        fields.pop("allowed_models", None)
+    # A new run: every patch this code knows is in effect, and the run need not ask
+    # (``patch_level``: no markers in its history).
+    fields.setdefault("patch_level", CURRENT_PATCH_LEVEL)
+    fields["ui_metadata"] = check_ui_metadata(fields.get("ui_metadata", DEFAULT_UI_METADATA))
     return PlanInput(plan=plan, tools=table, **fields)
+
+
+def _unread(options: ToolOptions) -> ToolOptions:
+    """A tool no model reads about in this plan: its description and its schema's
+    annotations stay home (the workflow validates arguments with the rest)."""
+    return replace(options, description="", input_schema=without_annotations(options.input_schema))
 
 
 @dataclass
@@ -377,8 +397,9 @@ async def start_plan(
 
     ``start_options`` go to ``Client.start_workflow`` (timeouts, search attributes...);
     ``extra`` fields go into ``PlanInput`` (``max_returned_bytes``, ``task_queue`` ...).
-    The web UI shows the plan's steps by level as the workflow's summary, and a table of
-    them as its details.
+    The web UI shows the plan's steps by level as the workflow's summary;
+    ``ui_metadata="details"`` adds a table of them as its details, ``"full"`` a summary on
+    each step's activity too (each is history the plan carries: ``ui_summary``).
     """
     extra.setdefault("payloads_stored", client_stores_payloads(client))
     checked, request = _prepare(
@@ -393,12 +414,13 @@ async def start_plan(
         missing = await _unpolled_queues(client, task_queue, checked, request)
         if missing:
             raise NoWorkerError("; ".join(missing))
+    summary, details = plan_metadata(checked, request.ui_metadata)
     options: dict[str, Any] = {
         # A worker for this queue in this process gets the first workflow task in the
         # start response, saving a server round trip; elsewhere it is a no-op.
         "request_eager_start": True,
-        "static_summary": plan_summary(checked),
-        "static_details": plan_details(checked),
+        "static_summary": summary,
+        **({"static_details": details} if details is not None else {}),
         **dict(start_options or {}),
     }
     start = client.start_workflow(

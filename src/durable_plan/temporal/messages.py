@@ -222,6 +222,12 @@ class PlanInput:
     model_task_queue: str | None = None
     """The task queue of agent steps' model calls (workers with ``StrandsPlugin`` and the
     model's credentials); None: the agent step's own."""
+    ui_metadata: str = "full"
+    """What the Temporal web UI gets (``ui_summary``): "summary", "details" or "full".
+    Clients send "summary" unless asked; "full" is what inputs written before it had."""
+    patch_level: int = field(default=0, metadata=_BY_PLUGIN)
+    """The workflow patches its client knew to be in effect (``patch_level``): the run
+    asks none of them, and records no marker. 0 (inputs written before it): each is asked."""
 
     def to_wire(self) -> dict[str, Any]:
         """The workflow's input as JSON: the plan first, then the settings that differ from
@@ -261,6 +267,14 @@ class PlanInput:
             tools={str(n): _options_from_wire(o) for n, o in tools.items()},
             **kwargs,
         )
+
+
+def patch_level_of(raw: Any) -> int:
+    """``PlanInput.patch_level`` of a workflow input, read before (and whether or not) the
+    rest of it parses: the first thing a plan workflow decides is which patches hold."""
+    settings = raw.get("settings") if isinstance(raw, dict) else None
+    level = settings.get("patch_level") if isinstance(settings, dict) else None
+    return _int(level, 0)
 
 
 _OPTION_FIELDS = {f.name for f in fields(ToolOptions)}

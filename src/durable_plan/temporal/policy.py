@@ -90,7 +90,7 @@ class CallPolicy:
         return self.retries + 1 + self.interruptions
 
     def activity_options(
-        self, activity_id: str, summary: str, initial_interval_s: float
+        self, activity_id: str, summary: str | None, initial_interval_s: float
     ) -> dict[str, Any]:
         """``execute_activity`` / ``execute_local_activity`` options both take."""
         return {

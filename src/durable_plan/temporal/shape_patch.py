@@ -19,18 +19,20 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.check import CheckedPlan, ToolCatalog
     from durable_plan.check.catalog import RETURN_SHAPES_PATCH, SHAPE_PROBLEMS
     from durable_plan.language.errors import PlanRejected
+    from durable_plan.temporal.patch_level import in_effect
 
 
 def check_as_recorded(
-    check: Callable[[ToolCatalog], CheckedPlan], catalog: ToolCatalog
+    check: Callable[[ToolCatalog], CheckedPlan], catalog: ToolCatalog, patch_level: int = 0
 ) -> CheckedPlan:
     """``check(catalog)``, or, where the history predates the shape check and only it
-    refused the plan, ``check`` without shapes."""
+    refused the plan, ``check`` without shapes (``patch_level``: the run's input's, which
+    may say the shape check is in effect without a marker)."""
     try:
         return check(catalog)
     except PlanRejected as exc:
         if not any(p.code in SHAPE_PROBLEMS for p in exc.problems):
             raise
-        if workflow.patched(RETURN_SHAPES_PATCH):
+        if in_effect(RETURN_SHAPES_PATCH, patch_level):
             raise
     return check(catalog.without_shapes())

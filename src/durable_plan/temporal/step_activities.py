@@ -27,11 +27,9 @@ with workflow.unsafe.imports_passed_through():
         StepResponse,
     )
     from durable_plan.temporal.outcomes import Outcome, activity_failure, ms_since
+    from durable_plan.temporal.patch_level import STORE_PER_RUN_PATCH, in_effect
     from durable_plan.temporal.policy import CallPolicy
     from durable_plan.temporal.ui_summary import StepSummaries
-
-STORE_PER_RUN_PATCH = "store-per-run"
-"""Marks plans whose stored results are keyed by their run's chain, not the workflow id."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class ActivityCall:
 
     tool: str
     activity_id: str
-    summary: str
+    summary: str | None
     args: dict[str, Any]
     options: ToolOptions
     policy: CallPolicy
@@ -149,7 +147,7 @@ class StepActivities:
         self,
         request: PlanInput,
         admission: Admission,
-        summaries: StepSummaries,
+        summaries: StepSummaries | None,
         *,
         owner_rules: bool,
     ) -> None:
@@ -165,7 +163,7 @@ class StepActivities:
         """The key scope of this run's stored results: its chain's first run id (plans
         recorded before it: None, the workflow id alone). Decided once, on first use."""
         if self._chain is False:
-            patched = workflow.patched(STORE_PER_RUN_PATCH)
+            patched = in_effect(STORE_PER_RUN_PATCH, self.request.patch_level)
             self._chain = workflow.info().first_execution_run_id if patched else None
         return self._chain if isinstance(self._chain, str) else None
 
@@ -208,7 +206,9 @@ class StepActivities:
             self.stored_any = True
         return outcome
 
-    def _summary(self, call: StepCall) -> str:
-        """What the UI shows next to the activity type (the tool): id, level, bindings."""
-        summary = None if self.summaries is None else self.summaries.of(call.step_id)
-        return summary or call.step_id
+    def _summary(self, call: StepCall) -> str | None:
+        """What the UI shows next to the activity type (the tool): id, level, bindings
+        (None: the plan asked for no step summaries, ``ui_metadata``)."""
+        if self.summaries is None:
+            return None
+        return self.summaries.of(call.step_id) or call.step_id

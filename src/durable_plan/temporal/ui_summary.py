@@ -6,6 +6,13 @@ type does not: the step id, its level, and where its arguments come from
 summary (its steps by level) and Markdown details (a table of the steps with their
 dependencies, bindings and conditions), so a plan can be read in the UI without its input.
 
+How much of it a plan carries is ``PlanInput.ui_metadata``, because every byte of it is in
+the plan's history (issue 31): "summary" (the default) gives the plan its one-line summary
+and nothing per step (the UI names each activity by its step id and tool already);
+"details" adds the table (about 100 bytes per step, once); "full" adds each step's summary
+on its activity (about 70 bytes per step, per call). Inputs written before the option ran
+with "full", and replay so.
+
 Pure functions of a `CheckedPlan`: safe in workflow code, computed once per plan (a step's
 summary is a dictionary lookup; a map item's is one string concatenation).
 """
@@ -18,15 +25,23 @@ from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.expressions import Expression
 
 __all__ = [
+    "DEFAULT_UI_METADATA",
     "MAX_DETAIL_ROWS",
     "MAX_SUMMARY_CHARS",
+    "UI_METADATA",
     "StepSummaries",
     "agent_step_summary",
+    "check_ui_metadata",
     "plan_details",
+    "plan_metadata",
     "plan_summary",
+    "step_summaries",
     "step_summary",
 ]
 
+UI_METADATA = ("summary", "details", "full")
+"""What the web UI gets, each adding to the one before (``PlanInput.ui_metadata``)."""
+DEFAULT_UI_METADATA = "summary"
 MAX_SUMMARY_CHARS = 200
 """The UI shows a summary on one line; longer text is cut with an ellipsis."""
 MAX_DETAIL_ROWS = 64
@@ -143,3 +158,26 @@ def plan_details(checked: CheckedPlan) -> str:
 def agent_step_summary(step_id: str, level: int, prompt: str) -> str:
     """An agent step's child workflow: ``agent step morale · level 3 · <prompt>``."""
     return _cut(f"agent step {step_id}{SEP}level {level}{SEP}{prompt}", MAX_SUMMARY_CHARS)
+
+
+def check_ui_metadata(value: object) -> str:
+    """The option as given, or a ``ValueError`` naming the choices (before anything starts)."""
+    if value not in UI_METADATA:
+        raise ValueError(
+            f"ui_metadata: {value!r} is not one of {', '.join(map(repr, UI_METADATA))} "
+            "(summary: the plan's one-line summary; details: and a table of its steps; "
+            "full: and each step's summary on its activity)"
+        )
+    return str(value)
+
+
+def plan_metadata(checked: CheckedPlan, ui_metadata: str) -> tuple[str, str | None]:
+    """The plan workflow's ``static_summary`` (always) and ``static_details`` (from
+    "details" on; None: none)."""
+    details = plan_details(checked) if ui_metadata != "summary" else None
+    return plan_summary(checked), details
+
+
+def step_summaries(checked: CheckedPlan, ui_metadata: str) -> StepSummaries | None:
+    """The activities' summaries of a plan that asked for them ("full"), else None."""
+    return StepSummaries(checked) if ui_metadata == "full" else None

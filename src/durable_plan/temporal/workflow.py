@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         PLAN_WORKFLOW_NAME,
         PlanInput,
         failure_message,
+        patch_level_of,
     )
     from durable_plan.temporal.outcomes import (
         Outcome,
@@ -67,15 +68,12 @@ with workflow.unsafe.imports_passed_through():
         bounded_payload,
         ms_since,
     )
+    from durable_plan.temporal.patch_level import OWNER_RULES_PATCH, in_effect
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.shape_patch import check_as_recorded
     from durable_plan.temporal.step_activities import StepActivities, fairness_key
-    from durable_plan.temporal.ui_summary import StepSummaries, agent_step_summary
-
-
-OWNER_RULES_PATCH = "owner-rules"
-"""Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""
+    from durable_plan.temporal.ui_summary import agent_step_summary, step_summaries
 
 
 @workflow.defn(name=PLAN_WORKFLOW_NAME, sandboxed=False)
@@ -98,7 +96,7 @@ class PlanWorkflow(ApprovalHandlers):
     @workflow.run
     async def run(self, raw: Any) -> dict[str, Any]:
         # Plans started before the owner's rules were enforced replay as they ran.
-        self._owner_rules = workflow.patched(OWNER_RULES_PATCH)
+        self._owner_rules = in_effect(OWNER_RULES_PATCH, patch_level_of(raw))
         request: PlanInput | None = None
         try:
             request = PlanInput.from_wire(raw)
@@ -178,7 +176,7 @@ class PlanWorkflow(ApprovalHandlers):
         catalog = replace(
             catalog, default_model=request.default_model, models=request.allowed_models
         )
-        if not workflow.patched(ROUNDS_PATCH):  # plans recorded before the raised cap
+        if not in_effect(ROUNDS_PATCH, request.patch_level):  # recorded before the raised cap
             catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
         if request.memory is not None:
             self._recall = Recall.from_wire(request.memory, reusable_tools(request.tools))
@@ -194,6 +192,7 @@ class PlanWorkflow(ApprovalHandlers):
                 inputs=request.inputs,
             ),
             catalog,
+            request.patch_level,
         )
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
@@ -213,7 +212,10 @@ class PlanWorkflow(ApprovalHandlers):
         )
         self._hooks = HookAsker(route, self._admission)
         calls = self._activities = StepActivities(
-            request, self._admission, StepSummaries(checked), owner_rules=self._owner_rules
+            request,
+            self._admission,
+            step_summaries(checked, request.ui_metadata),
+            owner_rules=self._owner_rules,
         )
 
         def wanted(call: StepCall) -> Wanted:
@@ -365,6 +367,7 @@ class PlanWorkflow(ApprovalHandlers):
             if any(request.tools[name].task_queue for name in spec.tools)
             else None,
             model_task_queue=request.model_task_queue,
+            patch_level=request.patch_level,
         )
         wire = step_input.to_wire()
         verdict = await self._admission.enter(json_size(wire), wanted=wanted)

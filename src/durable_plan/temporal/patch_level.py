@@ -1,0 +1,68 @@
+"""Which of the plan workflows' patches a plan's input already says are in effect.
+
+``workflow.patched(id)`` answers True on a fresh run and records a marker with a
+search-attribute update in its history: about 260 bytes per patch, 770 for the three every
+plan asked (a third of what a plan's history carried beyond bare Temporal's, issue 31).
+A client of this version knows the answer before the run starts: ``checked_input`` writes
+``PlanInput.patch_level`` (``CURRENT_PATCH_LEVEL``), and workflow code takes every patch
+numbered up to it as in effect without asking, so a new plan records no marker at all.
+
+An input without the field (a history recorded before it, or a client from before) asks
+each patch as it always did, so every recorded history replays as it ran (the release
+corpora in ``tests/histories`` hold that). The level is part of the recorded input, so a
+replay reads the same answer. A patch added later gets the next number and raises
+``CURRENT_PATCH_LEVEL``; inputs written before it carry a lower level and ask it.
+
+What this gives up: code of the release before this one, replaying a plan that this one
+started (a rollback, or workers of both releases on one queue), asks the patches, finds no
+marker and takes the old path. Drain a queue, or pin plans to their build (Worker
+Deployments), before going back. Workflow code.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_plan.check.catalog import RETURN_SHAPES_PATCH
+    from durable_plan.language.agent_step import ROUNDS_PATCH
+
+__all__ = [
+    "CURRENT_PATCH_LEVEL",
+    "MODEL_INPUT_PATCH",
+    "OWNER_RULES_PATCH",
+    "PATCH_NUMBERS",
+    "STORE_PER_RUN_PATCH",
+    "in_effect",
+]
+
+OWNER_RULES_PATCH = "owner-rules"
+"""Marks plans whose steps may only tighten the tool owner's rules (issue 9)."""
+STORE_PER_RUN_PATCH = "store-per-run"
+"""Marks plans whose stored results are keyed by their run's chain, not the workflow id."""
+MODEL_INPUT_PATCH = "model-input-guard"
+"""Marks agent steps that stop before a model call too large to send."""
+
+PATCH_NUMBERS = MappingProxyType(
+    {
+        OWNER_RULES_PATCH: 1,
+        ROUNDS_PATCH: 2,
+        STORE_PER_RUN_PATCH: 3,
+        RETURN_SHAPES_PATCH: 4,
+        MODEL_INPUT_PATCH: 5,
+    }
+)
+"""Each patch the plan and agent-step workflows ask, numbered in the order they were added;
+never renumbered (recorded inputs carry the level)."""
+CURRENT_PATCH_LEVEL = max(PATCH_NUMBERS.values())
+
+
+def in_effect(patch_id: str, level: int) -> bool:
+    """``workflow.patched(patch_id)``, unless the run's input says it is in effect (its
+    client knew the patch, so the run started after it): then True, and nothing recorded."""
+    number = PATCH_NUMBERS.get(patch_id)
+    if number is not None and number <= level:
+        return True
+    return workflow.patched(patch_id)
