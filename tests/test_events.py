@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from temporalio.client import Client
 from temporalio.strands_agents import StrandsPlugin
 
@@ -372,3 +374,26 @@ async def test_a_plan_that_ends_as_a_whole_says_so_once_in_both_runners(
         await asyncio.wait_for(follow(), 30)
     ends = [(e.kind, e.status) for e in seen if e.kind == "plan_finished"]
     assert ends == [("plan_finished", "cancelled")], seen
+
+
+_EVENT_VALUES = {
+    "step": st.text(max_size=5),
+    "tool": st.text(max_size=5),
+    "level": st.integers(0, 9),
+    "status": st.sampled_from(["ok", "failed"]),
+    "duration_ms": st.floats(0, 10),
+    "attempts": st.integers(1, 3),
+    "error": st.text(max_size=5),
+    "usage": st.fixed_dictionaries({"total": st.integers(0, 9)}),
+    "detail": st.fixed_dictionaries({"n": st.integers(0, 9)}),
+}
+
+
+@given(st.fixed_dictionaries({}, optional=_EVENT_VALUES))
+def test_an_event_made_fast_is_the_event_the_constructor_makes(values: dict[str, Any]) -> None:
+    made = PlanEvent.made("step_finished", "p", 1.5, dict(values))
+    built = PlanEvent(kind="step_finished", plan="p", at=1.5, **values)
+    assert made == built and made.to_wire() == built.to_wire()
+    assert list(made.to_wire())[:3] == ["kind", "plan", "at"]
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        PlanEvent.made("step_finished", "p", 1.5, {"nope": 1})

@@ -27,7 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.telemetry import workflow_telemetry
 
 
-_JSON_PLAIN = {"encoding": b"json/plain"}
+_JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
+_ENCODE = json.JSONEncoder(separators=(",", ":"), sort_keys=True, default=str).encode
+"""The JSON converter's form (compact, sorted keys), one encoder for every event."""
 
 
 class PlanEventStream:
@@ -46,9 +48,10 @@ class PlanEventStream:
         # of it per call, which was most of what an event cost. Subscribers decode alike.
         # default=str: an event never fails the workflow task (its values are plain JSON,
         # and anything else is written as text rather than retried forever).
-        wire = event.to_wire()
-        data = json.dumps(wire, separators=(",", ":"), sort_keys=True, default=str).encode()
-        self._topic.publish(Payload(metadata=_JSON_PLAIN, data=data))
+        payload = Payload()
+        payload.CopyFrom(_JSON_PLAIN)  # the metadata, copied rather than built per event
+        payload.data = _ENCODE(event.to_wire()).encode()
+        self._topic.publish(payload)
         self.published += 1
 
     async def close(self) -> None:
