@@ -20,6 +20,7 @@ from durable_plan.temporal.messages import (
     DEFAULT_MAX_STORED_BYTES,
     PlanInput,
     StepRequest,
+    patch_level_of,
 )
 from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.tools.registry import ToolRegistry
@@ -145,3 +146,12 @@ def test_the_start_event_carries_what_the_plan_needs_and_no_more() -> None:
     assert "description" not in table
     assert "description" not in json.dumps(table["input_schema"])
     assert table["input_schema"]["required"] == ["name"]
+
+
+def test_the_patch_level_is_read_from_every_form_of_the_input() -> None:
+    request = PlanInput(plan={"steps": []}, patch_level=CURRENT_PATCH_LEVEL)
+    flat = dataclasses.asdict(request)  # ``execute_workflow(PlanWorkflow.run, request)``
+    for raw in (request, request.to_wire(), flat):
+        assert patch_level_of(raw) == CURRENT_PATCH_LEVEL
+    for raw in (None, [], {"plan": {}}, {"settings": {"patch_level": "5"}}, {"patch_level": True}):
+        assert patch_level_of(raw) == 0

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from durable_plan.language.limits import truncate_text
@@ -104,6 +104,9 @@ class PlanEvent:
 _FIELD_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in fields(PlanEvent) if f.name not in ("kind", "plan", "at")
 }
+# ``PlanEvent.made`` fills these in place of ``__init__``: a field with a factory or without
+# a default would need it.
+assert MISSING not in _FIELD_DEFAULTS.values() and not hasattr(PlanEvent, "__post_init__")
 
 EventSink = Callable[[PlanEvent], None]
 

@@ -272,9 +272,13 @@ class PlanInput:
 def patch_level_of(raw: Any) -> int:
     """``PlanInput.patch_level`` of a workflow input, read before (and whether or not) the
     rest of it parses: the first thing a plan workflow decides is which patches hold."""
-    settings = raw.get("settings") if isinstance(raw, dict) else None
-    level = settings.get("patch_level") if isinstance(settings, dict) else None
-    return _int(level, 0)
+    if isinstance(raw, PlanInput):
+        return raw.patch_level
+    if not isinstance(raw, dict):
+        return 0
+    settings = raw.get("settings")
+    flat = settings if isinstance(settings, dict) else raw  # the flat form earlier versions
+    return _int(flat.get("patch_level"), 0)  # and ``execute_workflow(..., PlanInput)`` send
 
 
 _OPTION_FIELDS = {f.name for f in fields(ToolOptions)}

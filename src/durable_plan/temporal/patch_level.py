@@ -13,10 +13,13 @@ corpora in ``tests/histories`` hold that). The level is part of the recorded inp
 replay reads the same answer. A patch added later gets the next number and raises
 ``CURRENT_PATCH_LEVEL``; inputs written before it carry a lower level and ask it.
 
-What this gives up: code of the release before this one, replaying a plan that this one
-started (a rollback, or workers of both releases on one queue), asks the patches, finds no
-marker and takes the old path. Drain a queue, or pin plans to their build (Worker
-Deployments), before going back. Workflow code.
+Workers of the release before this one may run such an input (they ignore the level, ask
+each patch and record its marker): a replay here takes those markers where they were
+recorded (``in_effect`` asks the patch while replaying), so a mixed fleet is safe in that
+direction. The other direction is what this gives up: code of the release before this one,
+replaying a plan this one started (a rollback), asks the patches, finds no marker and takes
+the old path. Drain a queue, or pin plans to their build (Worker Deployments), before going
+back. Workflow code.
 """
 
 from __future__ import annotations
@@ -64,5 +67,11 @@ def in_effect(patch_id: str, level: int) -> bool:
     client knew the patch, so the run started after it): then True, and nothing recorded."""
     number = PATCH_NUMBERS.get(patch_id)
     if number is not None and number <= level:
+        if workflow.unsafe.is_replaying():
+            # A worker of the release before this one may have run this input (it ignores
+            # the level) and recorded the marker: a replay must take it where it was
+            # asked, or the marker left over fails the replay. A history without it: False,
+            # nothing recorded, and the level decides alike.
+            workflow.patched(patch_id)
         return True
     return workflow.patched(patch_id)
