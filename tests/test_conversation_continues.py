@@ -22,6 +22,7 @@ from temporalio.strands_agents import StrandsPlugin
 
 from durable_plan.strands.carried import recent_turns
 from durable_plan.temporal.replay import replay
+from durable_plan.temporal.result_form import expand_result
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from worker import build_worker
 from workflows.conversation import ConversationInput, GameMasterConversation
@@ -80,7 +81,9 @@ async def test_a_conversation_continues_as_new_and_keeps_the_plan_tools_memory(
             workflow_id, run_id=started.first_execution_run_id
         ).fetch_history()
         plans = [
-            await client.get_workflow_handle(f"{workflow_id}/plan/tooluse_{n}_0").result()
+            expand_result(  # the full form
+                await client.get_workflow_handle(f"{workflow_id}/plan/tooluse_{n}_0").result()
+            )
             for n in (0, 2)
         ]
 

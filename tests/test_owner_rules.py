@@ -28,6 +28,7 @@ from durable_plan.local.runner import execute_plan
 from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import PlanWorkflow, plan_input, plan_worker, start_plan
 from durable_plan.temporal.messages import ApprovalDecision
+from durable_plan.temporal.result_form import expand_result
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools.approval import args_digest
@@ -364,7 +365,7 @@ async def converse(client: Client, task_queue: str, prompt: str) -> tuple[str, A
         answer = await asyncio.wait_for(handle.result(), 60)
         LAST_PLAN_ID[0] = f"{handle.id}/plan/tooluse_0_0"
         child = client.get_workflow_handle(LAST_PLAN_ID[0])
-        child_result = await child.result()
+        child_result = expand_result(await child.result())  # the full form
     return answer, child_result
 
 

@@ -22,6 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.strands_agents import StrandsPlugin
 
 from activities.scripts import ATTACK_PLAN, ROUND_PLAN, ROUND_PROMPT
+from durable_plan.temporal.result_form import expand_result
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
 from tests.helpers import until_phase, until_progress
@@ -274,7 +275,7 @@ async def test_combat_round_results_stay_in_the_plan(agent_client: Client, task_
     )
     assert output.plain_loop_round_trips == 7
     child = agent_client.get_workflow_handle(child_ids(history)[0])
-    child_result = await child.result()
+    child_result = expand_result(await child.result())  # the full form
     ledger = child_result["ledger"]
     # Three maps over the action log: the model wrote it without reading the log first.
     assert len(ledger) == 6 and {o["status"] for o in ledger} == {"ok"}
@@ -347,7 +348,7 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
                 await asyncio.wait_for(proc.wait(), 10)
     assert model_calls(history) == 1, "the model was asked again after the crash"
     assert json.loads(output.answer)["narrate"]["text"].startswith("The ogre staggers")
-    child_result = await child.result()
+    child_result = expand_result(await child.result())  # the full form
     assert {o["status"] for o in child_result["ledger"]} == {"ok"}
 
 

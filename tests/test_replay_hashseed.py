@@ -303,7 +303,8 @@ def recorded_inputs(history: WorkflowHistory) -> dict[str, Any]:
         if event.HasField("activity_task_scheduled_event_attributes"):
             attrs = event.activity_task_scheduled_event_attributes
             request = json.loads(attrs.input.payloads[0].data)
-            assert request["step_id"] == attrs.activity_id
+            # The compact form (``"v": 2``) is scheduled with the step id as its id.
+            assert request.get("step_id", attrs.activity_id) == attrs.activity_id
             inputs[attrs.activity_id] = request["args"]
     return inputs
 

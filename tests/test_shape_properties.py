@@ -124,11 +124,17 @@ def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
         schema = {"$defs": {"Result": schema}, "$ref": "#/$defs/Result"}
     found = paths(value)
     reads = list({read[0]: read for read in reversed(found)}.values())[::-1]
-    # Read through a list, a field whose every value is [] flattens to nothing: JSONata
-    # matches no value (the run fails it, rightly). Such a plan is checked, not run.
+    # Read through a list, a field whose values flatten to nothing, or to one null out of
+    # a list ([] and [null]: JSONata's singleton sequence of null is no value), matches no
+    # value (the run fails it, rightly). Such a plan is checked, not run.
     empty = {path for path, _, listed in found if listed} - {
-        path for path, sub, listed in found if not listed or sub != []
+        path for path, _, listed in found if not listed
     }
+    flattened: dict[tuple[str, ...], list[tuple[Any, bool]]] = {path: [] for path in empty}
+    for path, sub, _listed in found:
+        if path in flattened:
+            flattened[path] += [(x, True) for x in sub] if isinstance(sub, list) else [(sub, False)]
+    empty = {path for path, items in flattened.items() if items in ([], [(None, True)])}
     chosen = (
         draw(
             st.lists(

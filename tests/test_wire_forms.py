@@ -123,7 +123,7 @@ def test_a_schema_without_annotations_keeps_everything_a_validator_reads() -> No
 
 def test_the_start_event_carries_what_the_plan_needs_and_no_more() -> None:
     """A plan no model reads: no tool descriptions, no schema annotations, no model settings;
-    the patch level and the UI option always."""
+    the patch level always."""
     registry = ToolRegistry()
 
     async def look(name: str, depth: int = 1) -> dict[str, Any]:
@@ -141,7 +141,8 @@ def test_the_start_event_carries_what_the_plan_needs_and_no_more() -> None:
         plan, registry, max_steps=32, max_result_bytes=2**18, model="m", allowed_models=["m*"]
     )
     wire = request.to_wire()
-    assert wire["settings"] == {"patch_level": CURRENT_PATCH_LEVEL, "ui_metadata": "summary"}
+    # "summary" is what a compact input leaves off (``COMPACT_UI_METADATA``).
+    assert wire["settings"] == {"patch_level": CURRENT_PATCH_LEVEL}
     table = wire["tools"]["look"]
     assert "description" not in table
     assert "description" not in json.dumps(table["input_schema"])

@@ -34,6 +34,7 @@ from durable_plan.temporal.messages import (
 )
 from durable_plan.temporal.payload_limits import workers_store_payloads
 from durable_plan.temporal.recovery import Salvage, recover
+from durable_plan.temporal.result_form import plan_result_of
 from durable_plan.temporal.subscribe import PLANS_TOPIC
 from durable_plan.temporal.ui_summary import plan_metadata
 from durable_plan.tools.registry import ToolRegistry
@@ -141,7 +142,7 @@ async def run_child(
         if legacy is not None:
             legacy.unregister(child_id)
     learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
-    return PlanResult.model_validate(raw), learned
+    return plan_result_of(raw), learned
 
 
 async def _salvage(

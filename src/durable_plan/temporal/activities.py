@@ -20,6 +20,7 @@ from typing import Any
 
 from strands.interrupt import InterruptException, _InterruptState
 from temporalio import activity
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.language.errors import StepError, describe_exception, interrupt_message
@@ -67,9 +68,9 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dic
     where results stored by reference live (default: ``$DURABLE_PLAN_STORE``).
     """
 
-    async def run_tool(wire: dict[str, Any]) -> dict[str, Any]:
-        request = StepRequest.from_wire(wire)
+    async def run_tool(wire: dict[str, Any]) -> dict[str, Any] | RawValue:
         info = activity.info()
+        request = StepRequest.from_wire(wire, info.activity_id, info.workflow_run_id or "")
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
         failed_before = _failures_recorded(info.heartbeat_details)
@@ -172,8 +173,9 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dic
                 "kept in history; make the tool return less (or a reference to stored data)"
             )
             raise failure(message, "ResultTooLarge", retryable=False)
-        response = StepResponse(text, info.attempt, _ms_since(started))
-        return response.to_wire()
+        if request.compact:
+            return RawValue(StepResponse.compact(text, info.attempt, _ms_since(started)))
+        return StepResponse.full(text, info.attempt, _ms_since(started))
 
     run_tool.__name__ = f"tool_{tool.name}"
     run_tool.__qualname__ = run_tool.__name__

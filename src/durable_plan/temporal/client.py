@@ -47,6 +47,7 @@ from durable_plan.temporal.messages import (
 )
 from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.temporal.payload_limits import client_stores_payloads
+from durable_plan.temporal.result_form import plan_result_of
 from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
 from durable_plan.temporal.ui_summary import (
     DEFAULT_UI_METADATA,
@@ -296,7 +297,7 @@ class PlanHandle:
             # A plan started with a conversation's memory returns what it learned beside
             # the result (the plugin keeps it; a PlanHandle gives the result alone).
             raw = {k: v for k, v in raw.items() if k != REMEMBERED_KEY}
-        return PlanResult.model_validate(raw).in_plan_order()
+        return plan_result_of(raw).in_plan_order()
 
     async def progress(self, *, rpc_timeout: timedelta | None = None) -> list[dict[str, Any]]:
         """The ledger so far; running steps carry their live attempt and last failure.

@@ -9,8 +9,14 @@ client travel the same way.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+from temporalio.converter import PayloadConverter
 
 from durable_plan.language.options import ToolOptions
 
@@ -25,6 +31,15 @@ message, so a wide fan-out of large arguments is started over several tasks."""
 DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
 """A result stored by reference (``claim_check``), and what one step's arguments may
 read back from the store: the activity holds it in memory."""
+COMPACT_FORMS_LEVEL = 6
+"""``PlanInput.patch_level`` from which the input and the result leave their defaults off:
+a client that writes this level reads the compact result (``result_form``) and wrote the
+compact tool table and settings (``PlanInput.to_wire``). Not a workflow patch: nothing is
+asked or recorded; a lower level gets the full forms, as before."""
+COMPACT_REQUEST = 2
+"""``"v"`` of a ``StepRequest`` in its compact form (``to_compact_wire``), whose caller
+reads ``StepResponse``'s compact form."""
+
 DEFAULT_MAX_INTERRUPTIONS = 5
 """Attempts of a step that a lost worker (a crash, a kill, a lost heartbeat) may cut
 short before the step fails, on top of its ``retries``, which count the tool's own
@@ -58,6 +73,9 @@ class StepRequest:
     store_chain: str | None = None
     """The first run id of the plan's chain: its stored results are the run's own (None:
     keyed by workflow id alone, as plans recorded before it)."""
+    compact: bool = False
+    """Came in the compact form (``to_compact_wire``): the caller reads the compact reply
+    (``StepResponse.compact``)."""
 
     def to_wire(self) -> dict[str, Any]:
         """The activity argument as a plain dict: the JSON object the dataclass encodes to,
@@ -77,10 +95,37 @@ class StepRequest:
                 wire["store_chain"] = self.store_chain
         return wire
 
+    def to_compact_wire(self, run_id: str) -> dict[str, Any]:
+        """The request in its compact form (``"v": 2``), about 90 bytes less per step in
+        the plan's history (issue 31): the step id is the activity's own id, the store's
+        chain the run's own id and its threshold ``max_result_bytes``'s default, each
+        written only when it is something else (None as null). The caller must schedule
+        the activity with ``step_id`` as its id, and reads the compact reply.
+
+        An activity of a version before it finds no ``step_id`` and refuses the request
+        as not a plan step's (a failed attempt Temporal retries, on another worker in a
+        mixed fleet): never a request half-read, which the full form's defaults would be."""
+        wire: dict[str, Any] = {"v": COMPACT_REQUEST, "args": self.args}
+        if self.max_result_bytes != DEFAULT_MAX_RESULT_BYTES:
+            wire["max_result_bytes"] = self.max_result_bytes
+        if self.retries is not None:
+            wire["retries"] = self.retries
+        if self.store_over_bytes != DEFAULT_MAX_RESULT_BYTES:
+            wire["store_over_bytes"] = self.store_over_bytes
+        if self.store_over_bytes is not None:
+            if self.max_stored_bytes != DEFAULT_MAX_STORED_BYTES:
+                wire["max_stored_bytes"] = self.max_stored_bytes
+            if self.store_chain != run_id:
+                wire["store_chain"] = self.store_chain
+        return wire
+
     @classmethod
-    def from_wire(cls, data: Any) -> StepRequest:
+    def from_wire(cls, data: Any, activity_id: str = "", run_id: str = "") -> StepRequest:
         """Read the activity argument, from this version or an older one (fields it lacks
-        take their defaults); anything else is a clear error, not a half-read request."""
+        take their defaults); anything else is a clear error, not a half-read request.
+        ``activity_id`` and ``run_id``: the attempt's own, which the compact form omits."""
+        if isinstance(data, dict) and data.get("v") == COMPACT_REQUEST:
+            return cls._from_compact(data, activity_id, run_id)
         if not isinstance(data, dict) or not isinstance(data.get("step_id"), str):
             raise TypeError(f"not a plan step request: {str(data)[:200]}")
         args = data.get("args")
@@ -97,47 +142,96 @@ class StepRequest:
             chain if isinstance(chain, str) else None,
         )
 
+    @classmethod
+    def _from_compact(cls, data: dict[str, Any], activity_id: str, run_id: str) -> StepRequest:
+        args = data.get("args")
+        retries = data.get("retries")
+        store_over = data.get("store_over_bytes", DEFAULT_MAX_RESULT_BYTES)
+        chain = data.get("store_chain", run_id) if store_over is not None else None
+        return cls(
+            activity_id,
+            args if isinstance(args, dict) else {},
+            _int(data.get("max_result_bytes"), DEFAULT_MAX_RESULT_BYTES),
+            retries if isinstance(retries, int) and not isinstance(retries, bool) else None,
+            _int(store_over, 0) if store_over is not None else None,
+            _int(data.get("max_stored_bytes"), DEFAULT_MAX_STORED_BYTES),
+            chain if isinstance(chain, str) else None,
+            compact=True,
+        )
+
+
+_JSON_PLAIN = b"json/plain"
+
 
 @dataclass
 class StepResponse:
     """A tool's JSON result, with the attempt that produced it.
 
-    The result travels as JSON text: the default data converter sorts object
-    keys, and key order is part of what a model reads back ("steps.lookup has
-    keys name, hp, armour"), so both runners must see the tool's own order.
+    The result keeps the tool's own key order: the default data converter sorts object
+    keys, and key order is part of what a model reads back ("steps.lookup has keys name,
+    hp, armour"), so both runners must see it. Two forms travel:
+
+    - full (every version): ``{"result_json": "<the result as JSON text>", "attempt": 1,
+      "duration_ms": 0.8}``, encoded by the data converter;
+    - compact (for a compact ``StepRequest``): the JSON array ``[<result>,
+      <duration_ms>]`` (``[..., <attempt>]`` after a retry), written by the activity as
+      a raw payload, so the converter neither sorts the result nor escapes it into a
+      string; about 45 bytes less per step in the plan's history (issue 31).
     """
 
-    result_json: str
+    result: Any
     attempt: int
     duration_ms: float
+    size: int
+    """What a local activity's result costs the workflow task (``Admission``): the
+    result's JSON text in the full form (as recorded before the compact one), the whole
+    payload in the compact form."""
 
-    @property
-    def result(self) -> Any:
-        return json.loads(self.result_json)
+    @staticmethod
+    def full(result_json: str, attempt: int, duration_ms: float) -> dict[str, Any]:
+        return {"result_json": result_json, "attempt": attempt, "duration_ms": duration_ms}
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "result_json": self.result_json,
-            "attempt": self.attempt,
-            "duration_ms": self.duration_ms,
-        }
+    @staticmethod
+    def compact(result_json: str, attempt: int, duration_ms: float) -> Payload:
+        """The compact form's payload, from the result's JSON text as it is (no re-encoding)."""
+        tail = f",{duration_ms!r}]" if attempt == 1 else f",{duration_ms!r},{attempt}]"
+        return Payload(metadata={"encoding": _JSON_PLAIN}, data=f"[{result_json}{tail}".encode())
+
+    @classmethod
+    def from_payload(cls, raw: RawValue, converter: PayloadConverter) -> StepResponse:
+        """Read a wrapper activity's reply, either form, straight from its payload (JSON
+        text decoded once: the converter's type-hint walk is not paid per step)."""
+        payload = raw.payload
+        if payload.metadata.get("encoding") == _JSON_PLAIN:
+            data = json.loads(payload.data)
+        else:  # a converter of the user's own wrote the full form
+            data = converter.from_payload(payload)
+        if isinstance(data, list):
+            return cls._from_list(data, len(payload.data))
+        return cls.from_wire(data)
 
     @classmethod
     def from_wire(cls, data: Any) -> StepResponse:
-        """Read a wrapper activity's result, decoded as a plain dict.
-
-        Asking the data converter for the dataclass costs a ``typing.get_type_hints``
-        walk per step (the module uses postponed annotations), about a tenth of a
-        millisecond of workflow-task time that a plain dict does not pay; the JSON on
-        the wire is the same either way, so histories replay unchanged.
-        """
+        """Read a wrapper activity's reply as the data converter decoded it (a plain dict
+        in the full form, a list in the compact one): a history read outside a worker."""
+        if isinstance(data, list):
+            return cls._from_list(data, len(json.dumps(data, separators=(",", ":"))))
         if not isinstance(data, dict) or not isinstance(data.get("result_json"), str):
             raise TypeError(f"not a plan step response: {str(data)[:200]}")
+        text = data["result_json"]
         return cls(
-            data["result_json"],
+            json.loads(text),
             _int(data.get("attempt"), 1),
             float(data.get("duration_ms") or 0.0),
+            len(text),
         )
+
+    @classmethod
+    def _from_list(cls, data: list[Any], size: int) -> StepResponse:
+        if len(data) not in (2, 3) or not isinstance(data[1], int | float):
+            raise TypeError(f"not a plan step response: {str(data)[:200]}")
+        attempt = _int(data[2], 1) if len(data) == 3 else 1
+        return cls(data[0], attempt, float(data[1]), size)
 
 
 def _int(value: Any, default: int) -> int:
@@ -233,18 +327,24 @@ class PlanInput:
         """The workflow's input as JSON: the plan first, then the settings that differ from
         their defaults, then the tool table. The default data converter sorts keys, and the
         web UI shows the input as it is, so a person reads the plan before the settings."""
+        compact = self.patch_level >= COMPACT_FORMS_LEVEL
         settings: dict[str, Any] = {}
         for f in fields(self):
             if f.name in ("plan", "tools"):
                 continue
             value = getattr(self, f.name)
             default = f.default if f.default is not MISSING else None
+            if compact and f.name == "ui_metadata":
+                default = COMPACT_UI_METADATA
             if value != default:
                 settings[f.name] = value
+        tool_defaults = COMPACT_TOOL_DEFAULTS if compact else {}
         return {
             "plan": self.plan,
             "settings": settings,
-            "tools": {name: _compact(options_to_wire(o)) for name, o in self.tools.items()},
+            "tools": {
+                name: _compact(options_to_wire(o), tool_defaults) for name, o in self.tools.items()
+            },
         }
 
     @classmethod
@@ -262,9 +362,13 @@ class PlanInput:
         tools = data.get("tools") or {}
         if not isinstance(tools, dict):
             raise TypeError("the plan workflow input's tool table is not an object")
+        tool_defaults: Mapping[str, Any] = {}
+        if _int(kwargs.get("patch_level"), 0) >= COMPACT_FORMS_LEVEL:
+            kwargs.setdefault("ui_metadata", COMPACT_UI_METADATA)
+            tool_defaults = COMPACT_TOOL_DEFAULTS
         return cls(
             plan=data["plan"],
-            tools={str(n): _options_from_wire(o) for n, o in tools.items()},
+            tools={str(n): _options_from_wire(o, tool_defaults) for n, o in tools.items()},
             **kwargs,
         )
 
@@ -301,11 +405,27 @@ def options_to_wire(options: ToolOptions | dict[str, Any]) -> dict[str, Any]:
     return wire
 
 
-def _compact(wire: dict[str, Any]) -> dict[str, Any]:
+COMPACT_TOOL_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"kind": "function", "reuse": True, "retries": 2, "timeout_s": 60.0}
+)
+"""A tool's options a compact input (``COMPACT_FORMS_LEVEL``) leaves off at these values.
+Fixed here, not read from ``ToolOptions``: if a default changes, a table in flight still
+reads back the rules its plan was started with."""
+COMPACT_UI_METADATA = "summary"
+"""``ui_metadata`` a compact input leaves off (the value clients send unless asked)."""
+
+
+def _compact(wire: dict[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """A tool's options without those left at a default that says "nothing" (None, False,
     "", [] and {}: every version reads them back alike): what the plan's start event
-    carries per tool. Defaults that could change (timeouts, retries, reuse) stay."""
-    return {k: v for k, v in wire.items() if not (k in _EMPTY_DEFAULTS and v == _EMPTY_DEFAULTS[k])}
+    carries per tool. Defaults that could change (timeouts, retries, reuse) stay, unless
+    ``defaults`` fixes them (``COMPACT_TOOL_DEFAULTS``)."""
+    return {
+        k: v
+        for k, v in wire.items()
+        if not (k in _EMPTY_DEFAULTS and v == _EMPTY_DEFAULTS[k])
+        and not (k in defaults and v == defaults[k] and type(v) is type(defaults[k]))
+    }
 
 
 def _empty_default(f: Any) -> Any:
@@ -323,12 +443,13 @@ _EMPTY_DEFAULTS = {
 }
 
 
-def _options_from_wire(data: Any) -> ToolOptions:
+def _options_from_wire(data: Any, defaults: Mapping[str, Any]) -> ToolOptions:
     if isinstance(data, ToolOptions):
         return data
     if not isinstance(data, dict):
         raise TypeError(f"not a tool's options: {str(data)[:200]}")
-    return ToolOptions(**{k: v for k, v in data.items() if k in _OPTION_FIELDS})
+    merged = {**defaults, **data}
+    return ToolOptions(**{k: v for k, v in merged.items() if k in _OPTION_FIELDS})
 
 
 @dataclass

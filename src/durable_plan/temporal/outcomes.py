@@ -20,9 +20,8 @@ from durable_plan.run.engine import PlanRun
 from durable_plan.run.references import returned_preview
 from durable_plan.run.reuse import REMEMBERED_KEY, bounded
 from durable_plan.temporal.admission import json_size
-from durable_plan.temporal.messages import (
-    PlanInput,
-)
+from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL, PlanInput
+from durable_plan.temporal.result_form import compact_result
 
 # (ok, result or error text, duration in ms, attempts); None: withdrawn before it started
 Outcome = tuple[bool, Any, float, int]
@@ -104,6 +103,8 @@ def bounded_payload(
     if previewed and payload["final"]:
         payload["final"] = False
         payload["inference_passes_saved"] = max(payload["inference_passes_saved"] - 1, 0)
+    if request.patch_level >= COMPACT_FORMS_LEVEL:  # its client reads the compact form
+        payload = compact_result(payload)
     total = json_size(payload)
     if run.recall is not None:
         # What this plan ran ok, for the conversation's memory: only what fits, never a

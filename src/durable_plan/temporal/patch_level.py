@@ -31,6 +31,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_plan.check.catalog import RETURN_SHAPES_PATCH
     from durable_plan.language.agent_step import ROUNDS_PATCH
+    from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL
 
 __all__ = [
     "CURRENT_PATCH_LEVEL",
@@ -59,7 +60,9 @@ PATCH_NUMBERS = MappingProxyType(
 )
 """Each patch the plan and agent-step workflows ask, numbered in the order they were added;
 never renumbered (recorded inputs carry the level)."""
-CURRENT_PATCH_LEVEL = max(PATCH_NUMBERS.values())
+CURRENT_PATCH_LEVEL = max(*PATCH_NUMBERS.values(), COMPACT_FORMS_LEVEL)
+"""What a client of this version writes: every patch above, and the compact wire forms
+(``COMPACT_FORMS_LEVEL``, a level of its own: no patch is asked for it)."""
 
 
 def in_effect(patch_id: str, level: int) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -86,22 +87,21 @@ async def _run_tool_activity(
         call.max_stored_bytes,
         call.store_chain,
     )
-    wire: Any
+    wire = arg.to_compact_wire(workflow.info().run_id)  # scheduled with id = the step id
+    raw: RawValue
     if policy.local:
-        wire = await workflow.execute_local_activity(
-            call.tool, arg.to_wire(), result_type=dict, **common
-        )
+        raw = await workflow.execute_local_activity(call.tool, wire, result_type=RawValue, **common)
     else:
-        wire = await workflow.execute_activity(
+        raw = await workflow.execute_activity(
             call.tool,
-            arg.to_wire(),
-            result_type=dict,
+            wire,
+            result_type=RawValue,
             **policy.remote_options(call.task_queue, call.fairness_key),
             **common,
         )
-    response = StepResponse.from_wire(wire)
+    response = StepResponse.from_payload(raw, workflow.payload_converter())
     if policy.local and admission is not None:
-        admission.spend(len(response.result_json))
+        admission.spend(response.size)
     return True, response.result, response.duration_ms, response.attempt
 
 
