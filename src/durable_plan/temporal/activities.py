@@ -63,9 +63,12 @@ def current_step() -> StepContext | None:
 def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dict[str, Any]], Any]:
     """Build the activity that runs ``tool`` for a plan step.
 
-    It takes and returns plain dicts (``StepRequest`` / ``StepResponse`` on the wire):
-    the data converter's dataclass path costs a type-hint walk per call. ``store``:
-    where results stored by reference live (default: ``$DURABLE_PLAN_STORE``).
+    It takes a plain dict (``StepRequest`` on the wire: the data converter's dataclass
+    path costs a type-hint walk per call) and answers a compact request with a raw JSON
+    payload, ``[result, duration_ms(, attempt)]``, the tool's JSON text as it is (no
+    re-encoding, no key sort); a full request, from a workflow of an earlier version,
+    with the full dict it reads (``StepResponse``). ``store``: where results stored by
+    reference live (default: ``$DURABLE_PLAN_STORE``).
     """
 
     async def run_tool(wire: dict[str, Any]) -> dict[str, Any] | RawValue:
