@@ -163,6 +163,15 @@ class StepRequest:
 _JSON_PLAIN = b"json/plain"
 
 
+def json_payload(value: Any) -> Payload:
+    """``value`` (plain JSON) as the default converter's ``json/plain`` payload, encoded once
+    and in its own key order (the converter sorts keys: either reads back the same)."""
+    return Payload(
+        metadata={"encoding": _JSON_PLAIN},
+        data=json.dumps(value, separators=(",", ":")).encode(),
+    )
+
+
 @dataclass
 class StepResponse:
     """A tool's JSON result, with the attempt that produced it.

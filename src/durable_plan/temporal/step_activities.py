@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         PlanInput,
         StepRequest,
         StepResponse,
+        json_payload,
     )
     from durable_plan.temporal.outcomes import Outcome, activity_failure, ms_since
     from durable_plan.temporal.patch_level import STORE_PER_RUN_PATCH, in_effect
@@ -87,7 +88,9 @@ async def _run_tool_activity(
         call.max_stored_bytes,
         call.store_chain,
     )
-    wire = arg.to_compact_wire(workflow.info().run_id)  # scheduled with id = the step id
+    # Scheduled with id = the step id; encoded here, once, as the converter would (JSON):
+    # the converter's own pass (its encoder, a sorted copy) is one more per step.
+    wire = RawValue(json_payload(arg.to_compact_wire(workflow.info().run_id)))
     raw: RawValue
     if policy.local:
         raw = await workflow.execute_local_activity(call.tool, wire, result_type=RawValue, **common)
