@@ -83,17 +83,7 @@ class StepRequest:
         wire: dict[str, Any] = {"step_id": self.step_id, "args": self.args}
         # Bounds at their defaults stay off: every version reads them back as those (one
         # request per step, each in the plan's history).
-        if self.max_result_bytes != DEFAULT_MAX_RESULT_BYTES:
-            wire["max_result_bytes"] = self.max_result_bytes
-        if self.retries is not None:
-            wire["retries"] = self.retries
-        if self.store_over_bytes is not None:
-            wire["store_over_bytes"] = self.store_over_bytes
-            if self.max_stored_bytes != DEFAULT_MAX_STORED_BYTES:
-                wire["max_stored_bytes"] = self.max_stored_bytes
-            if self.store_chain is not None:
-                wire["store_chain"] = self.store_chain
-        return wire
+        return self._with_bounds(wire, store_default=None, chain_default=None)
 
     def to_compact_wire(self, run_id: str) -> dict[str, Any]:
         """The request in its compact form (``"v": 2``), about 90 bytes less per step in
@@ -106,16 +96,22 @@ class StepRequest:
         as not a plan step's (a failed attempt Temporal retries, on another worker in a
         mixed fleet): never a request half-read, which the full form's defaults would be."""
         wire: dict[str, Any] = {"v": COMPACT_REQUEST, "args": self.args}
+        return self._with_bounds(wire, store_default=DEFAULT_MAX_RESULT_BYTES, chain_default=run_id)
+
+    def _with_bounds(
+        self, wire: dict[str, Any], *, store_default: int | None, chain_default: str | None
+    ) -> dict[str, Any]:
+        """``wire`` with each bound that differs from what its form reads back when absent."""
         if self.max_result_bytes != DEFAULT_MAX_RESULT_BYTES:
             wire["max_result_bytes"] = self.max_result_bytes
         if self.retries is not None:
             wire["retries"] = self.retries
-        if self.store_over_bytes != DEFAULT_MAX_RESULT_BYTES:
+        if self.store_over_bytes != store_default:
             wire["store_over_bytes"] = self.store_over_bytes
         if self.store_over_bytes is not None:
             if self.max_stored_bytes != DEFAULT_MAX_STORED_BYTES:
                 wire["max_stored_bytes"] = self.max_stored_bytes
-            if self.store_chain != run_id:
+            if self.store_chain != chain_default:
                 wire["store_chain"] = self.store_chain
         return wire
 
@@ -125,38 +121,34 @@ class StepRequest:
         take their defaults); anything else is a clear error, not a half-read request.
         ``activity_id`` and ``run_id``: the attempt's own, which the compact form omits."""
         if isinstance(data, dict) and data.get("v") == COMPACT_REQUEST:
-            return cls._from_compact(data, activity_id, run_id)
+            return cls._read(data, activity_id, DEFAULT_MAX_RESULT_BYTES, run_id, compact=True)
         if not isinstance(data, dict) or not isinstance(data.get("step_id"), str):
             raise TypeError(f"not a plan step request: {str(data)[:200]}")
-        args = data.get("args")
-        retries = data.get("retries")
-        store_over = data.get("store_over_bytes")
-        chain = data.get("store_chain")
-        return cls(
-            data["step_id"],
-            args if isinstance(args, dict) else {},
-            _int(data.get("max_result_bytes"), DEFAULT_MAX_RESULT_BYTES),
-            retries if isinstance(retries, int) and not isinstance(retries, bool) else None,
-            _int(store_over, 0) if store_over is not None else None,
-            _int(data.get("max_stored_bytes"), DEFAULT_MAX_STORED_BYTES),
-            chain if isinstance(chain, str) else None,
-        )
+        return cls._read(data, data["step_id"], None, None, compact=False)
 
     @classmethod
-    def _from_compact(cls, data: dict[str, Any], activity_id: str, run_id: str) -> StepRequest:
+    def _read(
+        cls,
+        data: dict[str, Any],
+        step_id: str,
+        store_default: int | None,
+        chain_default: str | None,
+        *,
+        compact: bool,
+    ) -> StepRequest:
         args = data.get("args")
         retries = data.get("retries")
-        store_over = data.get("store_over_bytes", DEFAULT_MAX_RESULT_BYTES)
-        chain = data.get("store_chain", run_id) if store_over is not None else None
+        store_over = data.get("store_over_bytes", store_default)
+        chain = data.get("store_chain", chain_default if store_over is not None else None)
         return cls(
-            activity_id,
+            step_id,
             args if isinstance(args, dict) else {},
             _int(data.get("max_result_bytes"), DEFAULT_MAX_RESULT_BYTES),
             retries if isinstance(retries, int) and not isinstance(retries, bool) else None,
             _int(store_over, 0) if store_over is not None else None,
             _int(data.get("max_stored_bytes"), DEFAULT_MAX_STORED_BYTES),
             chain if isinstance(chain, str) else None,
-            compact=True,
+            compact=compact,
         )
 
 
