@@ -162,6 +162,13 @@ class PlanResult(_Frozen):
         raise KeyError(step_id)
 
 
+def rounds_saved(levels_run_ok: set[int], final: bool) -> int:
+    """Model round trips a plan saved: the levels that ran a step ok, less the one round
+    the plan itself took, plus the round a final answer saves. One rule for the engine's
+    result and a compact wire result read back (``temporal.result_form``)."""
+    return max(len(levels_run_ok) - 1, 0) + (1 if final else 0)
+
+
 def plan_field_names() -> dict[str, list[str]]:
     """Field names per model, for 'did you mean' hints on misspelled fields."""
     return {"plan": list(Plan.model_fields), "step": list(Step.model_fields)}

@@ -21,7 +21,7 @@ from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.control_steps import EXIT
 from durable_plan.language.errors import StepError
 from durable_plan.language.limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
-from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus
+from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus, rounds_saved
 from durable_plan.run.binding import Binder
 from durable_plan.run.calls import StepCall
 from durable_plan.run.events import SILENT, Emitter, add_usage
@@ -195,8 +195,7 @@ class PlanRun:
         if exited is not None and exited["status"] == "error":
             clean = False
         final = self._checked.plan.final and clean
-        executed_levels = {o.level for o in ledger if o.status == "ok"}
-        saved = max(len(executed_levels) - 1, 0) + (1 if final else 0)
+        saved = rounds_saved({o.level for o in ledger if o.status == "ok"}, final)
         result = PlanResult(
             returned=returned,
             ledger=ledger,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable_plan.language.plan import PlanResult
+from durable_plan.language.plan import PlanResult, rounds_saved
 
 __all__ = ["compact_result", "expand_result", "plan_result_of"]
 
@@ -33,7 +33,7 @@ def compact_result(payload: dict[str, Any]) -> dict[str, Any]:
         kept = {
             k: v
             for k, v in line.items()
-            if _LINE_DEFAULTS.get(k, _MISSING) != v
+            if not (k in _LINE_DEFAULTS and _LINE_DEFAULTS[k] == v)
             and not (k == "level" and level_of.get(line.get("id")) == v)
         }
         ledger.append(kept)
@@ -70,13 +70,6 @@ def plan_result_of(raw: Any) -> PlanResult:
     return PlanResult.model_validate(expand_result(raw) if isinstance(raw, dict) else raw)
 
 
-class _Missing:
-    pass
-
-
-_MISSING = _Missing()
-
-
 def _levels_by_id(levels: Any) -> dict[Any, int]:
     if not isinstance(levels, list):
         return {}
@@ -90,11 +83,12 @@ def _levels_by_id(levels: Any) -> dict[Any, int]:
 
 
 def _rounds_saved(ledger: list[Any], final: bool) -> int:
-    """The engine's count (``PlanRun.result``): levels that ran a step ok, less the one
-    round the plan itself took, plus the round a final answer saves."""
+    """The engine's count (``rounds_saved``) of full-form ledger lines."""
     ran = {
-        line.get("level")
+        line["level"]
         for line in ledger
-        if isinstance(line, dict) and line.get("status", "ok") == "ok"
+        if isinstance(line, dict)
+        and line.get("status") == "ok"
+        and isinstance(line.get("level"), int)
     }
-    return max(len(ran) - 1, 0) + (1 if final else 0)
+    return rounds_saved(ran, final)
