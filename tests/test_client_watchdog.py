@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import worker as worker_script
-from durable_plan.temporal.client import task_queue_has_pollers
+from durable_plan.temporal.pollers import task_queue_has_pollers
 
 ROOT = Path(__file__).resolve().parent.parent
 

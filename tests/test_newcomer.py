@@ -33,6 +33,7 @@ from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker, run_plan, start_plan
 from durable_plan.temporal.client import NoWorkerError, NoWorkerWarning
 from durable_plan.temporal.failures import root_message
+from durable_plan.temporal.pollers import SEEN_FOR_S, worker_seen
 from durable_plan.temporal.ui_summary import (
     MAX_DETAIL_ROWS,
     MAX_SUMMARY_CHARS,
@@ -259,6 +260,45 @@ async def test_a_worker_started_just_before_counts(client: Client, task_queue: s
             client, LOOKUP, task_queue=task_queue, registry=GAME_TOOLS, if_no_worker="raise"
         )
     assert first.ok and second.ok
+
+
+async def test_a_polled_queue_is_remembered_an_empty_one_asked_again(
+    client: Client, task_queue: str
+) -> None:
+    """One ``DescribeTaskQueue`` per plan was one request more than a bare start: a yes is
+    remembered for ``SEEN_FOR_S``, a no is asked again (a worker started since is seen)."""
+    service = client.workflow_service
+    asked: list[str] = []
+    real = service.describe_task_queue
+
+    async def counted(request: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(request.task_queue.name)
+        return await real(request, *args, **kwargs)
+
+    service.describe_task_queue = counted  # type: ignore[method-assign]
+    try:
+        empty = f"{task_queue}-empty"
+        assert not await worker_seen(client, empty)
+        assert not await worker_seen(client, empty)
+        assert asked.count(empty) >= 2, "a no is not remembered"
+        async with plan_worker(client, task_queue=task_queue, registry=GAME_TOOLS):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", NoWorkerWarning)
+                first = await run_plan(client, LOOKUP, task_queue=task_queue, registry=GAME_TOOLS)
+                after_first = asked.count(task_queue)  # 1, or more while the worker starts
+                more = [
+                    await run_plan(client, LOOKUP, task_queue=task_queue, registry=GAME_TOOLS)
+                    for _ in range(2)
+                ]
+        assert first.ok and all(r.ok for r in more)
+        assert after_first >= 1
+        assert asked.count(task_queue) == after_first, "the plans after the first ask nothing"
+        # Another client (another process's view) asks for itself.
+        other = await Client.connect(client.service_client.config.target_host)
+        assert await worker_seen(other, task_queue)
+    finally:
+        del service.describe_task_queue
+    assert SEEN_FOR_S >= 10
 
 
 # -- what the web UI shows -------------------------------------------------------------------

@@ -20,9 +20,6 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Literal
 
-from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -47,6 +44,7 @@ from durable_plan.temporal.messages import (
 )
 from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.temporal.payload_limits import client_stores_payloads
+from durable_plan.temporal.pollers import worker_seen
 from durable_plan.temporal.result_form import plan_result_of
 from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
 from durable_plan.temporal.ui_summary import (
@@ -59,10 +57,6 @@ from durable_plan.tools.registry import ToolOptions, ToolRegistry
 
 NoWorker = Literal["warn", "raise", "ignore"]
 """What ``start_plan`` does when no worker polls the task queue (see ``start_plan``)."""
-
-WORKER_GRACE_S = 1.0
-"""How long a queue may look empty before it counts as having no worker: a worker started a
-moment ago in this process may not have sent its first poll yet."""
 
 
 class PlanFailed(RuntimeError):
@@ -84,47 +78,6 @@ def no_worker_message(task_queue: str, address: str, fix: str | None = None) -> 
         "registry=...) in a process that stays up"
     )
     return f"no worker polls task queue {task_queue!r} on {address}; {fix}"
-
-
-async def task_queue_has_pollers(
-    client: Client,
-    task_queue: str,
-    *,
-    grace_s: float = WORKER_GRACE_S,
-    activities: bool = False,
-) -> bool:
-    """True if a worker polls ``task_queue`` for workflow tasks (``activities``: activity
-    tasks, as a ``tool_worker`` does) (asked again for up to ``grace_s`` seconds before
-    answering False, so a worker that is starting counts).
-
-    The server remembers a poller for a few minutes, so a worker that stopped a moment ago
-    still counts: this catches "no worker was ever started", not every crash.
-    """
-    request = DescribeTaskQueueRequest(
-        namespace=client.namespace,
-        task_queue=TaskQueue(name=task_queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
-        if activities
-        else TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-    )
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + grace_s
-    while True:
-        response = await client.workflow_service.describe_task_queue(request)
-        if response.pollers:
-            return True
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(min(0.1, grace_s))
-
-
-async def _worker_seen(client: Client, task_queue: str, *, activities: bool = False) -> bool:
-    """`task_queue_has_pollers`, or True when the server will not say (a namespace whose
-    credentials may not describe task queues): the check is a courtesy, never a failure."""
-    try:
-        return await task_queue_has_pollers(client, task_queue, activities=activities)
-    except RPCError:
-        return True
 
 
 def tool_queues(
@@ -170,12 +123,12 @@ async def _unpolled_queues(
     client: Client, task_queue: str, checked: CheckedPlan, request: PlanInput
 ) -> list[str]:
     """One line per queue the plan needs that no worker polls (its own first): asked in
-    parallel, each the courtesy ``_worker_seen`` is."""
+    parallel, each the courtesy ``worker_seen`` is (a yes remembered for a while)."""
     queues = tool_queues(checked, request.tools, request.model_task_queue)
     queues.pop(task_queue, None)  # a tool routed to the plan's own queue: the plan's worker
     seen = await asyncio.gather(
-        _worker_seen(client, task_queue),
-        *(_worker_seen(client, queue, activities=True) for queue in queues),
+        worker_seen(client, task_queue),
+        *(worker_seen(client, queue, activities=True) for queue in queues),
     )
     address = _address(client)
     lines = [] if seen[0] else [no_worker_message(task_queue, address)]
