@@ -15,6 +15,7 @@ import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,16 +229,19 @@ def _own_timeout(start_to_close: Any, retries: int | None) -> float | None:
     return max(seconds * 0.9, seconds - 1.0)
 
 
+def _heartbeating(timeout: Any, record: dict[str, int]) -> AbstractAsyncContextManager[None]:
+    """Heartbeats while the tool runs when the step has a heartbeat timeout; else nothing
+    (no generator-based context per call: most steps have none)."""
+    return _beating(timeout, record) if timeout else contextlib.nullcontext()
+
+
 @contextlib.asynccontextmanager
-async def _heartbeating(timeout: Any, record: dict[str, int]) -> AsyncIterator[None]:
+async def _beating(timeout: Any, record: dict[str, int]) -> AsyncIterator[None]:
     """Heartbeat while the tool runs, so a crashed worker is noticed within the timeout.
 
     Each heartbeat carries ``record`` (the failures so far), which Temporal hands
     to the next attempt.
     """
-    if not timeout:
-        yield
-        return
     interval = max(timeout.total_seconds() / 3, 0.05)
 
     async def beat() -> None:
