@@ -20,7 +20,11 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import RawValue
-from temporalio.converter import default
+from temporalio.converter import (
+    CompositePayloadConverter,
+    JSONPlainPayloadConverter,
+    default,
+)
 
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolOptions
 from durable_plan.language.plan import PlanResult, StepOutcome
@@ -34,6 +38,7 @@ from durable_plan.temporal.messages import (
     PlanInput,
     StepRequest,
     StepResponse,
+    json_payload,
 )
 from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.temporal.result_form import compact_result, expand_result, plan_result_of
@@ -93,6 +98,28 @@ def test_the_full_step_request_still_reads_and_asks_the_full_reply() -> None:
     wire = StepRequest("s", {"a": 1}, retries=1).to_wire()
     back = StepRequest.from_wire(wire, "ignored", RUN_ID)
     assert (back.step_id, back.compact) == ("s", False)
+
+
+def test_the_activity_reads_its_raw_argument_in_every_form() -> None:
+    """The wrapper takes its argument raw: this version's compact request (encoded once in
+    the workflow), an older workflow's full one (the converter's, keys sorted), and a
+    payload a converter of the user's own wrote (read through that converter)."""
+    request = StepRequest("s0", {"n": 0}, retries=2)
+    compact = json_payload(request.to_compact_wire(RUN_ID))
+    [full] = CONVERTER.to_payloads([request.to_wire()])
+    # A converter of the user's own: JSON under another encoding name.
+    tagged_converter = CompositePayloadConverter(JSONPlainPayloadConverter(encoding="json/tagged"))
+    [tagged] = tagged_converter.to_payloads([request.to_compact_wire(RUN_ID)])
+    assert tagged.metadata["encoding"] == b"json/tagged"
+    read = [
+        StepRequest.from_payload(RawValue(compact), CONVERTER, "s0", RUN_ID),
+        StepRequest.from_payload(RawValue(full), CONVERTER, "ignored", RUN_ID),
+        StepRequest.from_payload(RawValue(tagged), tagged_converter, "s0", RUN_ID),
+    ]
+    assert [(r.step_id, r.args, r.retries) for r in read] == [("s0", {"n": 0}, 2)] * 3
+    assert [r.compact for r in read] == [True, False, True]
+    with pytest.raises(TypeError, match="not a plan step request"):
+        StepRequest.from_payload(RawValue(json_payload([1])), CONVERTER, "s0", RUN_ID)
 
 
 # -- step replies ----------------------------------------------------------------------

@@ -61,20 +61,23 @@ def current_step() -> StepContext | None:
     return _CURRENT.get()
 
 
-def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[dict[str, Any]], Any]:
+def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[RawValue], Any]:
     """Build the activity that runs ``tool`` for a plan step.
 
-    It takes a plain dict (``StepRequest`` on the wire: the data converter's dataclass
-    path costs a type-hint walk per call) and answers a compact request with a raw JSON
+    It takes its argument raw (``StepRequest`` on the wire as plain JSON, decoded once: the
+    data converter's type-hint walk of a ``dict`` argument cost more than the decoding) and
+    answers a compact request with a raw JSON
     payload, ``[result, duration_ms(, attempt)]``, the tool's JSON text as it is (no
     re-encoding, no key sort); a full request, from a workflow of an earlier version,
     with the full dict it reads (``StepResponse``). ``store``: where results stored by
     reference live (default: ``$DURABLE_PLAN_STORE``).
     """
 
-    async def run_tool(wire: dict[str, Any]) -> dict[str, Any] | RawValue:
+    async def run_tool(wire: RawValue) -> dict[str, Any] | RawValue:
         info = activity.info()
-        request = StepRequest.from_wire(wire, info.activity_id, info.workflow_run_id or "")
+        request = StepRequest.from_payload(
+            wire, activity.payload_converter(), info.activity_id, info.workflow_run_id or ""
+        )
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
         failed_before = _failures_recorded(info.heartbeat_details)

@@ -127,6 +127,13 @@ class StepRequest:
         return cls._read(data, data["step_id"], None, None, compact=False)
 
     @classmethod
+    def from_payload(
+        cls, raw: RawValue, converter: PayloadConverter, activity_id: str, run_id: str
+    ) -> StepRequest:
+        """``from_wire`` of the activity's raw argument (``payload_value``)."""
+        return cls.from_wire(payload_value(raw.payload, converter), activity_id, run_id)
+
+    @classmethod
     def _read(
         cls,
         data: dict[str, Any],
@@ -153,6 +160,15 @@ class StepRequest:
 
 
 _JSON_PLAIN = b"json/plain"
+
+
+def payload_value(payload: Payload, converter: PayloadConverter) -> Any:
+    """A plain-JSON message's value from its payload: ``json/plain`` decoded once, as it is
+    (the converter's type-hint walk is not paid per step); any other encoding (a converter
+    of the user's own) through ``converter``."""
+    if payload.metadata.get("encoding") == _JSON_PLAIN:
+        return json.loads(payload.data)
+    return converter.from_payload(payload)
 
 
 def json_payload(value: Any) -> Payload:
@@ -203,10 +219,7 @@ class StepResponse:
         """Read a wrapper activity's reply, either form, straight from its payload (JSON
         text decoded once: the converter's type-hint walk is not paid per step)."""
         payload = raw.payload
-        if payload.metadata.get("encoding") == _JSON_PLAIN:
-            data = json.loads(payload.data)
-        else:  # a converter of the user's own wrote the full form
-            data = converter.from_payload(payload)
+        data = payload_value(payload, converter)
         if isinstance(data, list):
             return cls._from_list(data, len(payload.data))
         return cls.from_wire(data)
