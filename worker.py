@@ -37,7 +37,6 @@ from durable_plan.server.connection import (
     run_script,
 )
 from durable_plan.server.connection import connect as connect_server
-from durable_plan.server.heap import freeze_startup_objects
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
 from workflows.conversation import GameMasterConversation
@@ -131,8 +130,6 @@ async def main(argv: Sequence[str] | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    # The imports' objects out of the collector's full passes (durable_plan.server.heap).
-    freeze_startup_objects()
     async with worker:
         sealed = ", payloads encrypted" if is_encrypting(client) else ""
         print(f"worker polling {args.task_queue!r} on {args.address}{sealed}", flush=True)

@@ -19,7 +19,6 @@ from temporalio.client import Client
 
 from bench._baseline import BareDag, bare_noop, bare_sum
 from durable_plan.server.connection import run_script
-from durable_plan.server.heap import freeze_startup_objects
 from durable_plan.temporal.worker import plan_worker
 from durable_plan.tools.registry import ToolRegistry
 
@@ -64,7 +63,6 @@ async def main(address: str, task_queue: str, options: dict[str, Any]) -> int:
         graceful_shutdown_timeout=timedelta(seconds=1),
         **options,
     )
-    freeze_startup_objects()  # as worker.py does
     async with worker:
         print("READY", flush=True)
         await stop.wait()

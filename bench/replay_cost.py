@@ -37,7 +37,6 @@ from bench._report import command_line, machine_line, markdown_table
 from bench._throughput_worker import REGISTRY
 from bench.throughput import EXPECTED_T, STEPS, plan
 from durable_plan.server.devserver import DevServer
-from durable_plan.server.heap import freeze_startup_objects
 from durable_plan.temporal import plan_worker, start_plan
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.workflow import PlanWorkflow
@@ -137,7 +136,6 @@ async def main(args: argparse.Namespace) -> None:
     with DevServer(headless=True) as server:
         client = await server.connect()
         histories = await record(client, args.plans)
-    freeze_startup_objects()  # as a worker process does (durable_plan.server.heap)
     ms = await timed(histories, args.repeats)
     print("## Replay cost of a plan step (workflow side only)\n")
     print(f"`{command_line('bench.replay_cost')}`\n")

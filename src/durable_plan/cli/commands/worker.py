@@ -37,7 +37,6 @@ def worker(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, registry: object) -> int:
-    from durable_plan.server.heap import freeze_startup_objects
     from durable_plan.temporal.worker import plan_worker, tool_worker
     from durable_plan.tools.registry import ToolRegistry
 
@@ -62,7 +61,6 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    freeze_startup_objects()  # the imports' objects out of full collections (server.heap)
     async with worker:
         print(
             f"worker{' (tools only)' if args.tools_only else ''}: "
