@@ -1,0 +1,42 @@
+"""``bench.throughput`` splits a worker's CPU into its Python threads' and the rest."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from bench.throughput import WorkerProcess
+
+SPIN = """
+import sys, threading, time
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+t = threading.Thread(target=spin, args=(0.3,))
+t.start(); t.join()          # a Python thread of its own, named like the process
+spin(0.3)
+print("spun", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_python_threads_cpu_is_counted_and_nothing_else() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SPIN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    worker = WorkerProcess(proc, "unused")
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"spun"
+        split = worker.cpu_by_thread_kind()
+        assert split["python"] >= 0.25  # the main thread's spin
+        assert split["core"] == 0.0  # no Rust core here
+        # The ended thread's CPU is the process's, but no live thread's: a round's figure
+        # is a difference of two samples of the worker's threads, which live as long as it.
+        assert worker.cpu_s() - split["python"] >= 0.25
+    finally:
+        proc.kill()
+        proc.wait()
