@@ -105,10 +105,10 @@ def bounded_payload(
         payload["inference_passes_saved"] = max(payload["inference_passes_saved"] - 1, 0)
     if request.patch_level >= COMPACT_FORMS_LEVEL:  # its client reads the compact form
         payload = compact_result(payload)
-    total = json_size(payload)
     if run.recall is not None:
         # What this plan ran ok, for the conversation's memory: only what fits, never a
         # reason for the plan to fail.
+        total = json_size(payload)
         space = min(run.recall.max_bytes, request.max_returned_bytes - total - 1024)
         payload[REMEMBERED_KEY] = [entry.to_wire() for entry in bounded(run.remembered(), space)]
     return payload
