@@ -54,6 +54,7 @@ STEPS = 8
 TARGET_RATIO = 0.9  # plans/s of a plan arm at least 90 % of its bare arm's (issue 31)
 HISTORY_RATIO = 1.5  # history bytes per step at most 1.5x bare's (issue 31)
 CPU_EXTRA_MS = 0.5  # worker CPU per step at most bare's + 0.5 ms (issue 31)
+CPU_TARGET_FROM = 10  # plans at once: one plan's 8 steps are 2-4 ticks of the 10 ms CPU clock
 
 
 def plan(local: bool) -> dict[str, Any]:
@@ -306,7 +307,10 @@ def _report(
             ratio = ours / base
             verdict = "PASS" if ratio >= TARGET_RATIO else "MISS"
             print(f"  {verdict}  N={n:<4} {arm:<7} {ratio:.2f} of {bare}")
-    print(f"\nworker CPU per step, plan - bare (target: at most {CPU_EXTRA_MS} ms):")
+    print(
+        f"\nworker CPU per step, plan - bare (target: at most {CPU_EXTRA_MS} ms from "
+        f"{CPU_TARGET_FROM} plans at once; fewer are a few clock ticks of CPU):"
+    )
     for n in levels:
         for arm, bare in (("plan", "bare"), ("plan-l", "bare-l")):
             extra = _cpu_ms_per_step(samples[arm, n], n) - _cpu_ms_per_step(samples[bare, n], n)
@@ -314,6 +318,8 @@ def _report(
                 samples[bare, n], n, python=True
             )
             verdict = "PASS" if extra <= CPU_EXTRA_MS else "MISS"
+            if n < CPU_TARGET_FROM:  # 8 steps' CPU is a few 10 ms clock ticks: no verdict
+                verdict = "----"
             print(
                 f"  {verdict}  N={n:<4} {arm:<7} {extra:+.2f} ms "
                 f"(Python threads {python:+.2f}, the SDK core's {extra - python:+.2f})"
