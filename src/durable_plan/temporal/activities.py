@@ -66,11 +66,10 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
 
     It takes its argument raw (``StepRequest`` on the wire as plain JSON, decoded once: the
     data converter's type-hint walk of a ``dict`` argument cost more than the decoding) and
-    answers a compact request with a raw JSON
-    payload, ``[result, duration_ms(, attempt)]``, the tool's JSON text as it is (no
-    re-encoding, no key sort); a full request, from a workflow of an earlier version,
-    with the full dict it reads (``StepResponse``). ``store``: where results stored by
-    reference live (default: ``$DURABLE_PLAN_STORE``).
+    answers a compact request with a raw JSON payload, ``[result, duration_ms(, attempt)]``,
+    the tool's JSON text as it is (no re-encoding, no key sort); a full request, from a
+    workflow of an earlier version, with the full dict it reads (``StepResponse``).
+    ``store``: where results stored by reference live (default: ``$DURABLE_PLAN_STORE``).
     """
 
     async def run_tool(wire: RawValue) -> dict[str, Any] | RawValue:

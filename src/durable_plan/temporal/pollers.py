@@ -32,7 +32,7 @@ SEEN_FOR_S = 30.0
 server itself keeps a poller that stopped for minutes, so a fresher answer would say the
 same; a worker stopped since is noticed no later than the server would notice it."""
 
-_seen: weakref.WeakKeyDictionary[Client, dict[tuple[str, str, bool], float]] = (
+_seen: weakref.WeakKeyDictionary[Client, dict[tuple[str, bool], float]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -73,7 +73,7 @@ async def worker_seen(client: Client, task_queue: str, *, activities: bool = Fal
     """``task_queue_has_pollers``, remembered for ``SEEN_FOR_S`` when yes; True when the
     server will not say (a namespace whose credentials may not describe task queues): the
     check is a courtesy, never a failure."""
-    key = (client.namespace, task_queue, activities)
+    key = (task_queue, activities)  # a client has one namespace
     remembered = _seen.setdefault(client, {})
     now = time.monotonic()
     if remembered.get(key, 0.0) > now:
