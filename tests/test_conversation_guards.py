@@ -168,6 +168,11 @@ async def closed_cleanly(client: Client, workflow_id: str) -> WorkflowHistory:
         + "; ".join(e.workflow_task_failed_event_attributes.failure.message for e in failed)
         + f" (history: {len(history.events)} events)"
     )
+    # A timer pending at completion may fire during the completing task: the server then
+    # rejects it (UnhandledCommand). Under load a plan's pacer was caught pending at the end.
+    timers = [e.event_type for e in history.events if "TIMER" in EventType.Name(e.event_type)]
+    started = timers.count(EventType.EVENT_TYPE_TIMER_STARTED)
+    assert started == len(timers) - started, f"{workflow_id}: a timer pending at completion"
     return history
 
 

@@ -133,6 +133,20 @@ class Admission:
         self._refresh()
         self._sent += size
 
+    async def settle(self, may_wait: Callable[[], bool]) -> None:
+        """Before the workflow completes: let a pending pacer's timer fire first.
+
+        A timer firing while the completing workflow task runs is an event the server must
+        hand to the workflow first: it rejects the completion (``UnhandledCommand``) and the
+        task runs again. That happens when a reply ended the wait the timer was started for
+        and the plan finished before the timer fired (a server whose timers lag under load).
+        Waiting costs one workflow task, and only while a timer is pending. ``may_wait`` is
+        asked then, and only then: the patch gate (histories recorded before completed
+        without waiting)."""
+        pacer = self._pacer
+        if pacer is not None and not pacer.done() and may_wait():
+            await asyncio.wait([pacer])
+
     def history_full_message(self) -> str:
         info = workflow.info()
         return (

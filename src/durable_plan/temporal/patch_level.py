@@ -37,6 +37,7 @@ __all__ = [
     "CURRENT_PATCH_LEVEL",
     "MODEL_INPUT_PATCH",
     "OWNER_RULES_PATCH",
+    "PACER_SETTLED_PATCH",
     "PATCH_NUMBERS",
     "STORE_PER_RUN_PATCH",
     "in_effect",
@@ -48,6 +49,9 @@ STORE_PER_RUN_PATCH = "store-per-run"
 """Marks plans whose stored results are keyed by their run's chain, not the workflow id."""
 MODEL_INPUT_PATCH = "model-input-guard"
 """Marks agent steps that stop before a model call too large to send."""
+PACER_SETTLED_PATCH = "pacer-settled"
+"""Marks plans and agent steps that complete only after their pending pacer timer fired
+(``Admission.settle``); asked only when one is pending."""
 
 PATCH_NUMBERS = MappingProxyType(
     {
@@ -56,6 +60,7 @@ PATCH_NUMBERS = MappingProxyType(
         STORE_PER_RUN_PATCH: 3,
         RETURN_SHAPES_PATCH: 4,
         MODEL_INPUT_PATCH: 5,
+        PACER_SETTLED_PATCH: 7,  # 6 is COMPACT_FORMS_LEVEL's
     }
 )
 """Each patch the plan and agent-step workflows ask, numbered in the order they were added;

@@ -68,7 +68,11 @@ with workflow.unsafe.imports_passed_through():
         bounded_payload,
         ms_since,
     )
-    from durable_plan.temporal.patch_level import OWNER_RULES_PATCH, in_effect
+    from durable_plan.temporal.patch_level import (
+        OWNER_RULES_PATCH,
+        PACER_SETTLED_PATCH,
+        in_effect,
+    )
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.shape_patch import check_as_recorded
@@ -96,7 +100,8 @@ class PlanWorkflow(ApprovalHandlers):
     @workflow.run
     async def run(self, raw: Any) -> dict[str, Any]:
         # Plans started before the owner's rules were enforced replay as they ran.
-        self._owner_rules = in_effect(OWNER_RULES_PATCH, patch_level_of(raw))
+        level = patch_level_of(raw)
+        self._owner_rules = in_effect(OWNER_RULES_PATCH, level)
         request: PlanInput | None = None
         try:
             request = PlanInput.from_wire(raw)
@@ -132,6 +137,8 @@ class PlanWorkflow(ApprovalHandlers):
             if calls is not None and calls.stored_any and not keep:
                 assert request is not None
                 await drop_stored(request.task_queue, calls.store_chain())
+            if self._admission is not None:
+                await self._admission.settle(lambda: in_effect(PACER_SETTLED_PATCH, level))
             await self._stream.close()
 
     @workflow.query
