@@ -25,6 +25,7 @@ the workflow's own history counters, so a replay decides the same.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from collections.abc import Callable
@@ -145,7 +146,9 @@ class Admission:
         without waiting)."""
         pacer = self._pacer
         if pacer is not None and not pacer.done() and may_wait():
-            await asyncio.wait([pacer])
+            # The outcome is decided: a cancel request meanwhile must not replace it.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([pacer])
 
     def history_full_message(self) -> str:
         info = workflow.info()

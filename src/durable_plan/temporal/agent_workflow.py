@@ -146,8 +146,7 @@ class AgentStepWorkflow(ApprovalHandlers):
             return await self._run(request)
         finally:
             if self.admission is not None:
-                level = request.patch_level
-                await self.admission.settle(lambda: in_effect(PACER_SETTLED_PATCH, level))
+                await self.admission.settle(lambda: workflow.patched(PACER_SETTLED_PATCH))
             await self.stream.close()
 
     async def _run(self, request: AgentStepInput) -> dict[str, Any]:

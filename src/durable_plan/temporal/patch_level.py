@@ -51,7 +51,9 @@ MODEL_INPUT_PATCH = "model-input-guard"
 """Marks agent steps that stop before a model call too large to send."""
 PACER_SETTLED_PATCH = "pacer-settled"
 """Marks plans and agent steps that complete only after their pending pacer timer fired
-(``Admission.settle``); asked only when one is pending."""
+(``Admission.settle``). Asked with ``workflow.patched`` itself, only when a pacer is
+pending (a rare marker), never taken from the level: a worker of the release before does
+not know it, so a level cannot say it was in effect."""
 
 PATCH_NUMBERS = MappingProxyType(
     {
@@ -60,7 +62,6 @@ PATCH_NUMBERS = MappingProxyType(
         STORE_PER_RUN_PATCH: 3,
         RETURN_SHAPES_PATCH: 4,
         MODEL_INPUT_PATCH: 5,
-        PACER_SETTLED_PATCH: 7,  # 6 is COMPACT_FORMS_LEVEL's
     }
 )
 """Each patch the plan and agent-step workflows ask, numbered in the order they were added;

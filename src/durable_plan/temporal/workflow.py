@@ -138,7 +138,7 @@ class PlanWorkflow(ApprovalHandlers):
                 assert request is not None
                 await drop_stored(request.task_queue, calls.store_chain())
             if self._admission is not None:
-                await self._admission.settle(lambda: in_effect(PACER_SETTLED_PATCH, level))
+                await self._admission.settle(lambda: workflow.patched(PACER_SETTLED_PATCH))
             await self._stream.close()
 
     @workflow.query
