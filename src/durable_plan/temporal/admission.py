@@ -38,6 +38,11 @@ MAX_PENDING_ACTIVITIES = 1_000
 """Half the server's 2,000 pending activities per workflow."""
 MAX_HISTORY_EVENTS = 40_000
 """Well below the server's 51,200 events per workflow."""
+PACER_SETTLED_PATCH = "pacer-settled"
+"""Marks a workflow that completed only after its pending pacer timer fired (``settle``).
+Asked with ``workflow.patched`` itself, only when a pacer is pending (a rare marker), never
+taken from a plan's patch level: a worker of the release before does not know it, so a
+level cannot say it was in effect."""
 
 Verdict = Literal["go", "withdrawn", "full"]
 
@@ -134,7 +139,7 @@ class Admission:
         self._refresh()
         self._sent += size
 
-    async def settle(self, may_wait: Callable[[], bool]) -> None:
+    async def settle(self, may_wait: Callable[[], bool] | None = None) -> None:
         """Before the workflow completes: let a pending pacer's timer fire first.
 
         A timer firing while the completing workflow task runs is an event the server must
@@ -143,9 +148,11 @@ class Admission:
         and the plan finished before the timer fired (a server whose timers lag under load).
         Waiting costs one workflow task, and only while a timer is pending. ``may_wait`` is
         asked then, and only then: the patch gate (histories recorded before completed
-        without waiting)."""
+        without waiting), ``PACER_SETTLED_PATCH`` unless given."""
         pacer = self._pacer
-        if pacer is not None and not pacer.done() and may_wait():
+        if pacer is None or pacer.done():
+            return
+        if may_wait() if may_wait is not None else workflow.patched(PACER_SETTLED_PATCH):
             # The outcome is decided: a cancel request meanwhile must not replace it.
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([pacer])

@@ -46,11 +46,7 @@ with workflow.unsafe.imports_passed_through():
         HOOK_REPLY_SIGNAL,
         options_to_wire,
     )
-    from durable_plan.temporal.patch_level import (
-        MODEL_INPUT_PATCH,
-        PACER_SETTLED_PATCH,
-        in_effect,
-    )
+    from durable_plan.temporal.patch_level import MODEL_INPUT_PATCH, in_effect
     from durable_plan.temporal.payload_limits import MAX_MODEL_INPUT_BYTES, MODEL_INPUT_COPIES
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.policy import CallPolicy, retry_policy
@@ -146,7 +142,7 @@ class AgentStepWorkflow(ApprovalHandlers):
             return await self._run(request)
         finally:
             if self.admission is not None:
-                await self.admission.settle(lambda: workflow.patched(PACER_SETTLED_PATCH))
+                await self.admission.settle()
             await self.stream.close()
 
     async def _run(self, request: AgentStepInput) -> dict[str, Any]:

@@ -37,7 +37,6 @@ __all__ = [
     "CURRENT_PATCH_LEVEL",
     "MODEL_INPUT_PATCH",
     "OWNER_RULES_PATCH",
-    "PACER_SETTLED_PATCH",
     "PATCH_NUMBERS",
     "STORE_PER_RUN_PATCH",
     "in_effect",
@@ -49,11 +48,6 @@ STORE_PER_RUN_PATCH = "store-per-run"
 """Marks plans whose stored results are keyed by their run's chain, not the workflow id."""
 MODEL_INPUT_PATCH = "model-input-guard"
 """Marks agent steps that stop before a model call too large to send."""
-PACER_SETTLED_PATCH = "pacer-settled"
-"""Marks plans and agent steps that complete only after their pending pacer timer fired
-(``Admission.settle``). Asked with ``workflow.patched`` itself, only when a pacer is
-pending (a rare marker), never taken from the level: a worker of the release before does
-not know it, so a level cannot say it was in effect."""
 
 PATCH_NUMBERS = MappingProxyType(
     {

@@ -68,11 +68,7 @@ with workflow.unsafe.imports_passed_through():
         bounded_payload,
         ms_since,
     )
-    from durable_plan.temporal.patch_level import (
-        OWNER_RULES_PATCH,
-        PACER_SETTLED_PATCH,
-        in_effect,
-    )
+    from durable_plan.temporal.patch_level import OWNER_RULES_PATCH, in_effect
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.shape_patch import check_as_recorded
@@ -100,8 +96,7 @@ class PlanWorkflow(ApprovalHandlers):
     @workflow.run
     async def run(self, raw: Any) -> dict[str, Any]:
         # Plans started before the owner's rules were enforced replay as they ran.
-        level = patch_level_of(raw)
-        self._owner_rules = in_effect(OWNER_RULES_PATCH, level)
+        self._owner_rules = in_effect(OWNER_RULES_PATCH, patch_level_of(raw))
         request: PlanInput | None = None
         try:
             request = PlanInput.from_wire(raw)
@@ -138,7 +133,7 @@ class PlanWorkflow(ApprovalHandlers):
                 assert request is not None
                 await drop_stored(request.task_queue, calls.store_chain())
             if self._admission is not None:
-                await self._admission.settle(lambda: workflow.patched(PACER_SETTLED_PATCH))
+                await self._admission.settle()
             await self._stream.close()
 
     @workflow.query
