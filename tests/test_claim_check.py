@@ -561,12 +561,16 @@ async def test_recorded_claim_check_history_replays() -> None:
     ]
     await Replayer(workflows=[PlanWorkflow]).replay_workflow(history)
     script = (
-        "import asyncio, sys\n"
+        "import sys\n"
         "from temporalio.client import WorkflowHistory\n"
         "from temporalio.worker import Replayer\n"
+        "from durable_plan.server.connection import run_script\n"
         "from durable_plan.temporal import PlanWorkflow\n"
         "h = WorkflowHistory.from_json('x', open(sys.argv[1]).read())\n"
-        "asyncio.run(Replayer(workflows=[PlanWorkflow]).replay_workflow(h))\n"
+        # run_script: no interpreter finalization, which the SDK's native threads can abort
+        "async def main() -> None:\n"
+        "    await Replayer(workflows=[PlanWorkflow]).replay_workflow(h)\n"
+        "run_script(main())\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(FIXTURE)],

@@ -284,16 +284,20 @@ def replay_in_subprocess(history: WorkflowHistory, tmp_path: Path) -> None:
     path = tmp_path / "history.json"
     path.write_text(history.to_json())
     script = (
-        "import asyncio, sys\n"
+        "import sys\n"
         "from temporalio.client import WorkflowHistory\n"
         "from temporalio.strands_agents import StrandsPlugin\n"
         "from temporalio.worker import Replayer\n"
+        "from durable_plan.server.connection import run_script\n"
         "from tests.relay_workflows import RelayConversationWorkflow\n"
         f"history = WorkflowHistory.from_json({history.workflow_id!r}, open(sys.argv[1]).read())\n"
         "replayer = Replayer(workflows=[RelayConversationWorkflow],"
         " plugins=[StrandsPlugin(models={})])\n"
-        "asyncio.run(replayer.replay_workflow(history))\n"
-        "print('replayed')\n"
+        "async def main() -> None:\n"
+        "    await replayer.replay_workflow(history)\n"
+        "    print('replayed')\n"
+        # run_script: no interpreter finalization, which the SDK's native threads can abort
+        "run_script(main())\n"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
