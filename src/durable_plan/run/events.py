@@ -10,7 +10,7 @@ An event is small and bounded whatever the plan does: no arguments or results, e
 texts cut to ``MAX_EVENT_ERROR_CHARS`` and every other text (a tool name a model made up)
 to ``MAX_EVENT_TEXT_CHARS``, and at most ``MAX_ITEM_EVENTS`` item events per plan (later
 items have no events of their own; their step's result counts them). Nothing here reads
-a clock: the runner passes ``now`` (durably ``workflow.now()``, so a replay rebuilds the
+a clock: the runner passes ``now`` (durably ``workflow.time()``, so a replay rebuilds the
 same events and publishes nothing twice).
 """
 

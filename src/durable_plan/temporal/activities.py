@@ -51,6 +51,9 @@ class StepContext:
         return f"{self.workflow_id}/{self.step_id}"
 
 
+_NO_DEADLINE = contextlib.nullcontext()
+"""The wrapper's deadline when it times nothing itself (stateless: shared by every call)."""
+
 _CURRENT: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
     "durable_plan_step", default=None
 )
@@ -75,7 +78,7 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
     async def run_tool(wire: RawValue) -> dict[str, Any] | RawValue:
         info = activity.info()
         request = StepRequest.from_payload(
-            wire, activity.payload_converter(), info.activity_id, info.workflow_run_id or ""
+            wire, activity.payload_converter, info.activity_id, info.workflow_run_id or ""
         )
         started = time.perf_counter()
         token = _CURRENT.set(StepContext(info.workflow_id or "", request.step_id, info.attempt))
@@ -105,9 +108,10 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
             return failure(message, kind, retryable=not spent, **extra)
 
         own_timeout = _own_timeout(info.start_to_close_timeout, request.retries)
-        deadline = asyncio.timeout(own_timeout)
+        # No deadline of its own (a local step, or every attempt counted): no timer context.
+        deadline = asyncio.timeout(own_timeout) if own_timeout is not None else None
         try:
-            async with _heartbeating(info.heartbeat_timeout, record), deadline:
+            async with _heartbeating(info.heartbeat_timeout, record), deadline or _NO_DEADLINE:
                 args = request.args
                 if request.store_over_bytes is not None:  # references read back first
                     args = await resolve_args(
@@ -120,7 +124,7 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
                     )
                 raw = await tool.invoke(args, {"agent": _NoAgent()})
         except TimeoutError as exc:
-            if own_timeout is not None and deadline.expired():
+            if own_timeout is not None and deadline is not None and deadline.expired():
                 step_timeout = info.start_to_close_timeout
                 limit = step_timeout.total_seconds() if step_timeout else own_timeout
                 raise retryable_failure(f"timed out after {limit:g} s", "Timeout") from None

@@ -98,6 +98,9 @@ class RelayDesk:
             if answering:
                 await asyncio.gather(*answering, return_exceptions=True)
             self._inbox.close(self.key)
+            # A reply that waited for room may have left the inbox's pacer timer pending:
+            # the conversation must not complete before it fires (``Admission.settle``).
+            await self._inbox.admission.settle()
 
     async def _answer(self, request: HookRequest) -> None:
         try:

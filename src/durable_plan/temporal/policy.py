@@ -18,6 +18,7 @@ place:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -43,6 +44,15 @@ def retry_policy(max_attempts: int, initial_interval_s: float = 0.5) -> RetryPol
         maximum_interval=timedelta(seconds=max(MAX_RETRY_INTERVAL_S, initial_interval_s)),
         maximum_attempts=max(max_attempts, 1),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _timing(
+    timeout_s: float, max_attempts: int, initial_interval_s: float
+) -> tuple[timedelta, RetryPolicy]:
+    """A call's timeout and retry policy, built once per distinct rule (a plan's steps share a
+    handful): the SDK only reads them when it schedules, so one object serves every call."""
+    return timedelta(seconds=timeout_s), retry_policy(max_attempts, initial_interval_s)
 
 
 @dataclass(frozen=True)
@@ -93,9 +103,10 @@ class CallPolicy:
         self, activity_id: str, summary: str | None, initial_interval_s: float
     ) -> dict[str, Any]:
         """``execute_activity`` / ``execute_local_activity`` options both take."""
+        timeout, retry = _timing(self.timeout_s, self.max_attempts, initial_interval_s)
         return {
-            "start_to_close_timeout": timedelta(seconds=self.timeout_s),
-            "retry_policy": retry_policy(self.max_attempts, initial_interval_s),
+            "start_to_close_timeout": timeout,
+            "retry_policy": retry,
             "activity_id": activity_id,
             "summary": summary,
         }

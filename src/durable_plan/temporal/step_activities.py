@@ -102,7 +102,7 @@ async def _run_tool_activity(
             **policy.remote_options(call.task_queue, call.fairness_key),
             **common,
         )
-    response = StepResponse.from_payload(raw, workflow.payload_converter())
+    response = StepResponse.from_payload(raw, workflow.payload_converter)
     if policy.local and admission is not None:
         admission.spend(response.size)
     return True, response.result, response.duration_ms, response.attempt
