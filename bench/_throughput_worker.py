@@ -1,7 +1,10 @@
 """The worker process of bench/throughput.py: plans and the bare baseline, nothing else.
 
 A process of its own so its CPU time and peak RSS are the worker's alone (the client
-and the dev server run elsewhere). Prints READY once polling, stops on SIGTERM.
+and the dev server run elsewhere). Prints READY once polling, stops on SIGTERM, then
+prints ``GC {...}``: its garbage collections by generation and the CPU they took. With
+``"gc_freeze": true`` in the options its start-up objects are frozen out of later
+collections first (``gc.freeze``).
 
     python -m bench._throughput_worker ADDRESS TASK_QUEUE [OPTIONS_JSON]
 """
@@ -9,9 +12,11 @@ and the dev server run elsewhere). Prints READY once polling, stops on SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import signal
 import sys
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -49,7 +54,28 @@ def _options(raw: str) -> dict[str, Any]:
     return options
 
 
+class GcClock:
+    """Collections by generation and the thread CPU seconds they took (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+            return
+        generation = info["generation"]
+        self.collections[generation] += 1
+        self.seconds[generation] += time.thread_time() - self._started
+
+    def report(self) -> str:
+        return "GC " + json.dumps({"collections": self.collections, "seconds": self.seconds})
+
+
 async def main(address: str, task_queue: str, options: dict[str, Any]) -> int:
+    freeze = options.pop("gc_freeze", False)
     client = await Client.connect(address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -63,9 +89,16 @@ async def main(address: str, task_queue: str, options: dict[str, Any]) -> int:
         graceful_shutdown_timeout=timedelta(seconds=1),
         **options,
     )
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    clock = GcClock()
+    gc.callbacks.append(clock)
     async with worker:
         print("READY", flush=True)
         await stop.wait()
+    gc.callbacks.remove(clock)
+    print(clock.report(), flush=True)
     return 0
 
 

@@ -5,6 +5,7 @@
     python -m bench.throughput --untuned             # the dev server as `start-dev` ships it
     python -m bench.throughput --in-memory           # no db file (default: a WAL sqlite file)
     python -m bench.throughput --worker-opt max_cached_workflows=100   # try a worker option
+    python -m bench.throughput --gc-freeze           # workers' start-up objects out of GC scans
 
 The shape (8 steps, 5 levels): s0 -> a0, a1, a2 -> b0(a0, a1), b1(a1, a2) -> j(b0, b1) -> t.
 Four arms, each on a fresh worker process (so its CPU time and peak RSS are its own):
@@ -17,7 +18,8 @@ Four arms, each on a fresh worker process (so its CPU time and peak RSS are its 
 For each concurrency N the client starts N workflows at once and waits for all:
 plans/s and steps/s are N (and 8N) over the wall time from the first start to the
 last result; worker CPU is the worker process's user+system seconds in that window;
-peak RSS is the worker's high-water mark over its whole life (one arm, all N).
+peak RSS is the worker's high-water mark over its whole life (one arm, all N), and GC
+CPU per step its garbage collections' CPU over its life per step it ran.
 Arms are interleaved per repeat and the median repeat is shown. Prints only.
 """
 
@@ -91,11 +93,24 @@ class Sample:
     workflow_ids: list[str] = field(default_factory=list)
 
 
+@dataclass
+class GcReport:
+    """A worker's garbage collections over its life, by generation, and their CPU."""
+
+    collections: list[int]
+    seconds: list[float]
+
+    def ms_per_step(self, steps: int) -> float:
+        return sum(self.seconds) * 1000 / steps if steps else float("nan")
+
+
 class WorkerProcess:
     """One worker process (bench/_throughput_worker.py) for one arm."""
 
     def __init__(self, proc: subprocess.Popen[bytes], task_queue: str) -> None:
         self.proc = proc
+        self.steps = 0
+        """Plan (or bare DAG) steps this worker ran, warm-up included: what its GC is per."""
         self.task_queue = task_queue
 
     @classmethod
@@ -139,12 +154,19 @@ class WorkerProcess:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
-    def stop(self) -> None:
+    def stop(self) -> GcReport | None:
+        """Stop the worker; its garbage collections over its life (None if it said none)."""
         self.proc.terminate()
         try:
             self.proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            return None
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout.read().decode().splitlines():
+            if line.startswith("GC "):
+                return GcReport(**json.loads(line[3:]))
+        return None
 
 
 async def one_round(client: Client, worker: WorkerProcess, arm: str, n: int) -> Sample:
@@ -182,6 +204,7 @@ async def one_round(client: Client, worker: WorkerProcess, arm: str, n: int) -> 
     python = worker.cpu_by_thread_kind()["python"] - python0
     if bad:
         raise RuntimeError(f"{arm}: {len(bad)} of {n} workflows gave a wrong result: {bad[:1]}")
+    worker.steps += n * STEPS
     return Sample(wall, cpu, python, ids)
 
 
@@ -211,6 +234,8 @@ async def run(args: argparse.Namespace) -> None:
     for item in args.worker_opt or ():
         key, _, value = item.partition("=")
         options[key] = json.loads(value)
+    if args.gc_freeze:
+        options["gc_freeze"] = True
     db_dir = tempfile.mkdtemp(prefix="bench-throughput-")
     server_kwargs: dict[str, Any] = {"headless": True}
     if not args.in_memory:
@@ -221,6 +246,7 @@ async def run(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     samples: dict[tuple[str, int], list[Sample]] = defaultdict(list)
     peak: dict[str, float] = {}
+    gc_ms: dict[str, float] = {}
     with DevServer(**server_kwargs) as server:
         client = await server.connect()
         version = server_version(server.binary)
@@ -243,10 +269,13 @@ async def run(args: argparse.Namespace) -> None:
                 for arm in ARMS
             }
         finally:
-            for w in workers.values():
-                w.stop()
+            for arm, w in workers.items():
+                report = w.stop()
+                gc_ms[arm] = report.ms_per_step(w.steps) if report else float("nan")
     elapsed = time.perf_counter() - t0
-    _report(args, levels, repeats, samples, peak, version, load_before, elapsed, history_bytes)
+    _report(
+        args, levels, repeats, samples, peak, version, load_before, elapsed, history_bytes, gc_ms
+    )
 
 
 def _report(
@@ -259,12 +288,14 @@ def _report(
     load_before: float,
     elapsed: float,
     history_bytes: dict[str, float],
+    gc_ms: dict[str, float],
 ) -> None:
     storage = "in memory" if args.in_memory else "sqlite file"
     tuning = "untuned (start-dev defaults)" if args.untuned else "tuned (DevServer defaults)"
     print("## Throughput: concurrent 8-step plans of instant tools, one worker\n")
     print(f"`{command_line('bench.throughput')}`\n")
     options = json.dumps(args.worker_opt) if args.worker_opt else "plan_worker defaults"
+    options += ", start-up objects frozen (gc.freeze)" if args.gc_freeze else ""
     print(
         machine_line(
             load_before,
@@ -288,10 +319,13 @@ def _report(
                 f"{s.cpu_s * 1000 / (n * STEPS):.2f} | "
                 f"{s.python_cpu_s * 1000 / (n * STEPS):.2f} |"
             )
-    print("\n| arm | worker peak RSS MiB | history bytes per step |")
-    print("| --- | ---: | ---: |")
+    print("\n| arm | worker peak RSS MiB | history bytes per step | GC CPU ms per step |")
+    print("| --- | ---: | ---: | ---: |")
     for arm in ARMS:
-        print(f"| {arm} | {peak.get(arm, float('nan')):.0f} | {history_bytes[arm]:.0f} |")
+        print(
+            f"| {arm} | {peak.get(arm, float('nan')):.0f} | {history_bytes[arm]:.0f} "
+            f"| {gc_ms.get(arm, float('nan')):.3f} |"
+        )
     for arm, bare in (("plan", "bare"), ("plan-l", "bare-l")):
         ratio = history_bytes[arm] / history_bytes[bare]
         verdict = "PASS" if ratio <= HISTORY_RATIO else "MISS"
@@ -340,6 +374,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, action="append")
     parser.add_argument("--in-memory", action="store_true")
     parser.add_argument("--untuned", action="store_true")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="freeze each worker's start-up objects out of later collections (gc.freeze)",
+    )
     parser.add_argument("--worker-opt", action="append", metavar="KEY=JSON")
     asyncio.run(run(parser.parse_args()))
 

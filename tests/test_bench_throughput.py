@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bench.throughput import WorkerProcess
+from temporalio.client import Client
+
+from bench.throughput import STEPS, WorkerProcess, one_round
 
 SPIN = """
 import sys, threading, time
@@ -40,3 +42,22 @@ def test_python_threads_cpu_is_counted_and_nothing_else() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_a_bench_worker_reports_its_collections_per_step(
+    client: Client, temporal_target: str
+) -> None:
+    """The bench's worker runs plans and bare DAGs, and says on the way out how many
+    collections of each generation it ran and their CPU, which the bench divides by the
+    steps it gave that worker."""
+    worker = WorkerProcess.start(temporal_target, {})
+    try:
+        await one_round(client, worker, "plan", 2)
+        await one_round(client, worker, "bare-l", 1)
+    finally:
+        report = worker.stop()
+    assert worker.steps == 3 * STEPS
+    assert report is not None
+    assert len(report.collections) == len(report.seconds) == 3
+    assert all(n >= 0 for n in report.collections) and all(s >= 0 for s in report.seconds)
+    assert report.ms_per_step(worker.steps) == sum(report.seconds) * 1000 / worker.steps
