@@ -37,6 +37,7 @@ from durable_plan.server.connection import (
     run_script,
 )
 from durable_plan.server.connection import connect as connect_server
+from durable_plan.server.long_lived import freeze_startup_objects
 from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
 from workflows.conversation import GameMasterConversation
@@ -130,6 +131,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    freeze_startup_objects()  # later collections skip what start-up made (long_lived.py)
     async with worker:
         sealed = ", payloads encrypted" if is_encrypting(client) else ""
         print(f"worker polling {args.task_queue!r} on {args.address}{sealed}", flush=True)

@@ -2,9 +2,9 @@
 
 A process of its own so its CPU time and peak RSS are the worker's alone (the client
 and the dev server run elsewhere). Prints READY once polling, stops on SIGTERM, then
-prints ``GC {...}``: its garbage collections by generation and the CPU they took. With
-``"gc_freeze": true`` in the options its start-up objects are frozen out of later
-collections first (``gc.freeze``).
+prints ``GC {...}``: its garbage collections by generation and the CPU they took. Set up
+as ``worker.py`` sets up its worker (start-up objects frozen out of later collections,
+``server/long_lived.py``) unless the options say ``"gc_freeze": false``.
 
     python -m bench._throughput_worker ADDRESS TASK_QUEUE [OPTIONS_JSON]
 """
@@ -24,6 +24,7 @@ from temporalio.client import Client
 
 from bench._baseline import BareDag, bare_noop, bare_sum
 from durable_plan.server.connection import run_script
+from durable_plan.server.long_lived import freeze_startup_objects
 from durable_plan.temporal.worker import plan_worker
 from durable_plan.tools.registry import ToolRegistry
 
@@ -75,7 +76,7 @@ class GcClock:
 
 
 async def main(address: str, task_queue: str, options: dict[str, Any]) -> int:
-    freeze = options.pop("gc_freeze", False)
+    freeze = options.pop("gc_freeze", True)
     client = await Client.connect(address)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -90,8 +91,7 @@ async def main(address: str, task_queue: str, options: dict[str, Any]) -> int:
         **options,
     )
     if freeze:
-        gc.collect()
-        gc.freeze()
+        freeze_startup_objects()
     clock = GcClock()
     gc.callbacks.append(clock)
     async with worker:

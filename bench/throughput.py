@@ -5,7 +5,7 @@
     python -m bench.throughput --untuned             # the dev server as `start-dev` ships it
     python -m bench.throughput --in-memory           # no db file (default: a WAL sqlite file)
     python -m bench.throughput --worker-opt max_cached_workflows=100   # try a worker option
-    python -m bench.throughput --gc-freeze           # workers' start-up objects out of GC scans
+    python -m bench.throughput --no-gc-freeze        # workers' start-up objects left in GC scans
 
 The shape (8 steps, 5 levels): s0 -> a0, a1, a2 -> b0(a0, a1), b1(a1, a2) -> j(b0, b1) -> t.
 Four arms, each on a fresh worker process (so its CPU time and peak RSS are its own):
@@ -19,7 +19,8 @@ For each concurrency N the client starts N workflows at once and waits for all:
 plans/s and steps/s are N (and 8N) over the wall time from the first start to the
 last result; worker CPU is the worker process's user+system seconds in that window;
 peak RSS is the worker's high-water mark over its whole life (one arm, all N), and GC
-CPU per step its garbage collections' CPU over its life per step it ran.
+CPU per step its garbage collections' CPU over its life per step it ran. Each worker is set
+up as ``worker.py`` sets up its own: start-up objects frozen (``server/long_lived.py``).
 Arms are interleaved per repeat and the median repeat is shown. Prints only.
 """
 
@@ -234,8 +235,8 @@ async def run(args: argparse.Namespace) -> None:
     for item in args.worker_opt or ():
         key, _, value = item.partition("=")
         options[key] = json.loads(value)
-    if args.gc_freeze:
-        options["gc_freeze"] = True
+    if args.no_gc_freeze:
+        options["gc_freeze"] = False
     db_dir = tempfile.mkdtemp(prefix="bench-throughput-")
     server_kwargs: dict[str, Any] = {"headless": True}
     if not args.in_memory:
@@ -247,6 +248,7 @@ async def run(args: argparse.Namespace) -> None:
     samples: dict[tuple[str, int], list[Sample]] = defaultdict(list)
     peak: dict[str, float] = {}
     gc_ms: dict[str, float] = {}
+    gc_counts: dict[str, str] = {}
     with DevServer(**server_kwargs) as server:
         client = await server.connect()
         version = server_version(server.binary)
@@ -272,10 +274,10 @@ async def run(args: argparse.Namespace) -> None:
             for arm, w in workers.items():
                 report = w.stop()
                 gc_ms[arm] = report.ms_per_step(w.steps) if report else float("nan")
+                gc_counts[arm] = "/".join(map(str, report.collections)) if report else "?"
     elapsed = time.perf_counter() - t0
-    _report(
-        args, levels, repeats, samples, peak, version, load_before, elapsed, history_bytes, gc_ms
-    )
+    gc = {arm: (gc_ms[arm], gc_counts[arm]) for arm in gc_ms}
+    _report(args, levels, repeats, samples, peak, version, load_before, elapsed, history_bytes, gc)
 
 
 def _report(
@@ -288,14 +290,15 @@ def _report(
     load_before: float,
     elapsed: float,
     history_bytes: dict[str, float],
-    gc_ms: dict[str, float],
+    gc: dict[str, tuple[float, str]],
 ) -> None:
+    """``gc``: per arm, its workers' GC CPU ms per step and its collections by generation."""
     storage = "in memory" if args.in_memory else "sqlite file"
     tuning = "untuned (start-dev defaults)" if args.untuned else "tuned (DevServer defaults)"
     print("## Throughput: concurrent 8-step plans of instant tools, one worker\n")
     print(f"`{command_line('bench.throughput')}`\n")
     options = json.dumps(args.worker_opt) if args.worker_opt else "plan_worker defaults"
-    options += ", start-up objects frozen (gc.freeze)" if args.gc_freeze else ""
+    options += ", start-up objects frozen as worker.py does" if not args.no_gc_freeze else ""
     print(
         machine_line(
             load_before,
@@ -319,12 +322,16 @@ def _report(
                 f"{s.cpu_s * 1000 / (n * STEPS):.2f} | "
                 f"{s.python_cpu_s * 1000 / (n * STEPS):.2f} |"
             )
-    print("\n| arm | worker peak RSS MiB | history bytes per step | GC CPU ms per step |")
-    print("| --- | ---: | ---: | ---: |")
+    print(
+        "\n| arm | worker peak RSS MiB | history bytes per step | GC CPU ms per step "
+        "| collections, generation 0/1/2 |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
     for arm in ARMS:
+        gc_ms, counts = gc.get(arm, (float("nan"), "?"))
         print(
             f"| {arm} | {peak.get(arm, float('nan')):.0f} | {history_bytes[arm]:.0f} "
-            f"| {gc_ms.get(arm, float('nan')):.3f} |"
+            f"| {gc_ms:.3f} | {counts} |"
         )
     for arm, bare in (("plan", "bare"), ("plan-l", "bare-l")):
         ratio = history_bytes[arm] / history_bytes[bare]
@@ -375,9 +382,9 @@ def main() -> None:
     parser.add_argument("--in-memory", action="store_true")
     parser.add_argument("--untuned", action="store_true")
     parser.add_argument(
-        "--gc-freeze",
+        "--no-gc-freeze",
         action="store_true",
-        help="freeze each worker's start-up objects out of later collections (gc.freeze)",
+        help="leave each worker's start-up objects in later collections (worker.py freezes)",
     )
     parser.add_argument("--worker-opt", action="append", metavar="KEY=JSON")
     asyncio.run(run(parser.parse_args()))

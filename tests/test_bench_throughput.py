@@ -1,4 +1,5 @@
-"""``bench.throughput`` splits a worker's CPU into its Python threads' and the rest."""
+"""``bench.throughput``'s worker: its CPU split into its Python threads' and the rest, its
+garbage collections reported, its start-up objects frozen as worker.py freezes its own."""
 
 from __future__ import annotations
 
@@ -61,3 +62,27 @@ async def test_a_bench_worker_reports_its_collections_per_step(
     assert len(report.collections) == len(report.seconds) == 3
     assert all(n >= 0 for n in report.collections) and all(s >= 0 for s in report.seconds)
     assert report.ms_per_step(worker.steps) == sum(report.seconds) * 1000 / worker.steps
+
+
+FREEZE = """
+import gc
+from durable_plan.server.long_lived import freeze_startup_objects
+frozen = freeze_startup_objects()
+class Cycle:
+    pass
+a, b = Cycle(), Cycle()
+a.other, b.other = b, a
+del a, b
+found = gc.collect()
+print(frozen, gc.get_freeze_count() == frozen, found)
+"""
+
+
+def test_start_up_objects_are_frozen_and_later_cycles_still_collected() -> None:
+    """In a process of its own: freezing is for the whole process (worker.py's set-up)."""
+    out = subprocess.run(
+        [sys.executable, "-c", FREEZE], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    assert int(out[0]) > 1000  # the interpreter's and the package's objects
+    assert out[1] == "True"
+    assert int(out[2]) >= 2  # the two objects of a cycle made afterwards

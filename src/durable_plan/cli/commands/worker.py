@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
 from durable_plan.cli.commands.server import client_command, connect
 from durable_plan.server.activity_logs import one_line_activity_failures
+from durable_plan.server.long_lived import freeze_startup_objects
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -61,6 +62,7 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    freeze_startup_objects()  # later collections skip what start-up made (long_lived.py)
     async with worker:
         print(
             f"worker{' (tools only)' if args.tools_only else ''}: "
