@@ -29,7 +29,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from hypothesis import settings
+from hypothesis import settings, strategies
 from temporalio.client import Client
 
 from durable_plan.server.devserver import DevServer, DevServerNotFound
@@ -39,6 +39,14 @@ from durable_plan.server.devserver import DevServer, DevServerNotFound
 settings.register_profile("ci", max_examples=100)  # Hypothesis' own default: today's counts
 settings.register_profile("dev", max_examples=10)  # a tenth of every count (examples(n))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Hypothesis imports its regex module on a test's first ``from_regex``; as a pytest plugin
+# its modules are assertion-rewritten, so that import parses source (``ast.parse``) while a
+# test's other threads (workers, workflow threads) may be parsing too. CPython 3.11's AST
+# constructor counts its recursion in state the threads share (python/cpython#106905,
+# fixed in 3.13): a clean-clone run failed once with "AST constructor recursion depth
+# mismatch". Imported here, before any thread starts, through the public strategy.
+strategies.from_regex("a", fullmatch=True).validate()
 
 # -- tiers -----------------------------------------------------------------------------------
 
