@@ -19,7 +19,8 @@ For each concurrency N the client starts N workflows at once and waits for all:
 plans/s and steps/s are N (and 8N) over the wall time from the first start to the
 last result; worker CPU is the worker process's user+system seconds in that window;
 peak RSS is the worker's high-water mark over its whole life (one arm, all N), and GC
-CPU per step its garbage collections' CPU over its life per step it ran. Each worker is set
+CPU per step its garbage collections' CPU from when it polled (after start-up) per step it
+ran. Each worker is set
 up as ``worker.py`` sets up its own: start-up objects frozen (``server/long_lived.py``).
 Arms are interleaved per repeat and the median repeat is shown. Prints only.
 """
@@ -96,7 +97,7 @@ class Sample:
 
 @dataclass
 class GcReport:
-    """A worker's garbage collections over its life, by generation, and their CPU."""
+    """A worker's garbage collections since it polled, by generation, and their CPU."""
 
     collections: list[int]
     seconds: list[float]
@@ -156,7 +157,7 @@ class WorkerProcess:
         return float("nan")
 
     def stop(self) -> GcReport | None:
-        """Stop the worker; its garbage collections over its life (None if it said none)."""
+        """Stop the worker; its garbage collections since it polled (None if it said none)."""
         self.proc.terminate()
         try:
             self.proc.wait(timeout=15)
@@ -276,8 +277,9 @@ async def run(args: argparse.Namespace) -> None:
                 gc_ms[arm] = report.ms_per_step(w.steps) if report else float("nan")
                 gc_counts[arm] = "/".join(map(str, report.collections)) if report else "?"
     elapsed = time.perf_counter() - t0
-    gc = {arm: (gc_ms[arm], gc_counts[arm]) for arm in gc_ms}
-    _report(args, levels, repeats, samples, peak, version, load_before, elapsed, history_bytes, gc)
+    gc_by_arm = {arm: (gc_ms[arm], gc_counts[arm]) for arm in gc_ms}
+    timing = (version, load_before, elapsed)
+    _report(args, levels, repeats, samples, peak, *timing, history_bytes, gc_by_arm)
 
 
 def _report(
@@ -290,9 +292,9 @@ def _report(
     load_before: float,
     elapsed: float,
     history_bytes: dict[str, float],
-    gc: dict[str, tuple[float, str]],
+    gc_by_arm: dict[str, tuple[float, str]],
 ) -> None:
-    """``gc``: per arm, its workers' GC CPU ms per step and its collections by generation."""
+    """``gc_by_arm``: per arm, its worker's GC CPU ms per step and collections by generation."""
     storage = "in memory" if args.in_memory else "sqlite file"
     tuning = "untuned (start-dev defaults)" if args.untuned else "tuned (DevServer defaults)"
     print("## Throughput: concurrent 8-step plans of instant tools, one worker\n")
@@ -328,7 +330,7 @@ def _report(
     )
     print("| --- | ---: | ---: | ---: | ---: |")
     for arm in ARMS:
-        gc_ms, counts = gc.get(arm, (float("nan"), "?"))
+        gc_ms, counts = gc_by_arm.get(arm, (float("nan"), "?"))
         print(
             f"| {arm} | {peak.get(arm, float('nan')):.0f} | {history_bytes[arm]:.0f} "
             f"| {gc_ms:.3f} | {counts} |"

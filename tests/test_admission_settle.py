@@ -29,6 +29,9 @@ from durable_plan.temporal.admission import Admission, Wanted
 class PacedInput:
     settle: bool
     may_wait: bool = True
+    cancel_during_settle: bool | None = None
+    """Settle in a task of its own with ``absorb_cancel`` set to this, and cancel that task
+    while it waits (None: settle in the run itself)."""
 
 
 @workflow.defn(sandboxed=False)
@@ -55,9 +58,22 @@ class PacedWorkflow:
             asked.append(True)
             return request.may_wait
 
-        if request.settle:
+        result: dict[str, Any] = {"first": first}
+        if request.cancel_during_settle is not None:
+            settling = asyncio.create_task(
+                admission.settle(may_wait, absorb_cancel=request.cancel_during_settle)
+            )
+            await asyncio.sleep(0)  # it waits for the pacer now
+            settling.cancel()
+            try:
+                await settling
+                result["cancel"] = "absorbed"
+            except asyncio.CancelledError:
+                result["cancel"] = "raised"
+            await admission.settle(may_wait)  # the pacer fires before the run completes
+        elif request.settle:
             await admission.settle(may_wait)
-        return {"first": first, "waiter_cancelled": waiter.cancelled(), "asked": len(asked)}
+        return {**result, "waiter_cancelled": waiter.cancelled(), "asked": len(asked)}
 
 
 async def _run(
@@ -97,6 +113,20 @@ async def test_without_settling_the_timer_is_left_pending_at_completion(
         assert result["first"] == "go"
         assert result["asked"] == (1 if request.settle else 0)
         assert _timers(kinds) == ["TIMER_STARTED", "WORKFLOW_EXECUTION_COMPLETED"], request
+
+
+async def test_a_cancel_during_the_wait_reaches_a_caller_that_goes_on(
+    client: Client, task_queue: str
+) -> None:
+    """A plan about to complete keeps its outcome (the cancel is absorbed); a conversation's
+    hook relay, which settles mid-conversation, must not lose the conversation's cancel."""
+    for absorb, expected in ((True, "absorbed"), (False, "raised")):
+        result, kinds = await _run(
+            client, task_queue, PacedInput(settle=True, cancel_during_settle=absorb)
+        )
+        assert result["cancel"] == expected, absorb
+        assert _timers(kinds) == ["TIMER_STARTED", "TIMER_FIRED", "WORKFLOW_EXECUTION_COMPLETED"]
+        assert "WORKFLOW_TASK_FAILED" not in kinds
 
 
 async def test_settle_asks_nothing_and_waits_for_nothing_without_a_pacer() -> None:

@@ -4,11 +4,12 @@ A worker imports the SDK, Strands, pydantic's schemas and the tools, then runs f
 Python's cyclic collector scans the oldest generation again whenever enough young objects
 survived, and each such scan walks every start-up object. In ``bench.throughput``'s worker
 (100 plans at once) collections took 0.26 ms of CPU per plan step and 0.09 per bare
-Temporal step; with the start-up objects frozen, 0.10 and 0.02 (a plan keeps more objects
+Temporal step; with the start-up objects frozen, 0.10-0.14 and 0.02 (a plan keeps more objects
 alive per step than a bare activity: its ledger, its events, its checked plan, so more of
 its objects survive into the older generations, each scan of which walked everything).
-``gc.freeze`` moves what exists now into a generation no collection scans, CPython's own
-advice for long-lived processes. Reference counting still frees every object as before;
+``gc.freeze`` moves what exists now into a generation no collection scans (CPython added
+it for processes that fork, whose start-up objects should stay untouched; the same keeps a
+long-lived worker's collections off them). Reference counting still frees every object as before;
 only a reference cycle among the frozen objects that later became garbage would stay.
 
 A process-wide setting, so the library never makes it on its own: ``worker.py`` and

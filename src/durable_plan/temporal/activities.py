@@ -51,8 +51,8 @@ class StepContext:
         return f"{self.workflow_id}/{self.step_id}"
 
 
-_NO_DEADLINE = contextlib.nullcontext()
-"""The wrapper's deadline when it times nothing itself (stateless: shared by every call)."""
+_NOTHING = contextlib.nullcontext()
+"""The wrapper's deadline or heartbeats when it has none (stateless: shared by every call)."""
 
 _CURRENT: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
     "durable_plan_step", default=None
@@ -111,7 +111,10 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
         # No deadline of its own (a local step, or every attempt counted): no timer context.
         deadline = asyncio.timeout(own_timeout) if own_timeout is not None else None
         try:
-            async with _heartbeating(info.heartbeat_timeout, record), deadline or _NO_DEADLINE:
+            async with (
+                _heartbeating(info.heartbeat_timeout, record),
+                deadline if deadline is not None else _NOTHING,
+            ):
                 args = request.args
                 if request.store_over_bytes is not None:  # references read back first
                     args = await resolve_args(
@@ -124,7 +127,7 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
                     )
                 raw = await tool.invoke(args, {"agent": _NoAgent()})
         except TimeoutError as exc:
-            if own_timeout is not None and deadline is not None and deadline.expired():
+            if deadline is not None and deadline.expired():
                 step_timeout = info.start_to_close_timeout
                 limit = step_timeout.total_seconds() if step_timeout else own_timeout
                 raise retryable_failure(f"timed out after {limit:g} s", "Timeout") from None
@@ -238,7 +241,7 @@ def _own_timeout(start_to_close: Any, retries: int | None) -> float | None:
 def _heartbeating(timeout: Any, record: dict[str, int]) -> AbstractAsyncContextManager[None]:
     """Heartbeats while the tool runs when the step has a heartbeat timeout; else nothing
     (no generator-based context per call: most steps have none)."""
-    return _beating(timeout, record) if timeout else contextlib.nullcontext()
+    return _beating(timeout, record) if timeout else _NOTHING
 
 
 @contextlib.asynccontextmanager

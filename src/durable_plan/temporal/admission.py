@@ -139,7 +139,9 @@ class Admission:
         self._refresh()
         self._sent += size
 
-    async def settle(self, may_wait: Callable[[], bool] | None = None) -> None:
+    async def settle(
+        self, may_wait: Callable[[], bool] | None = None, *, absorb_cancel: bool = True
+    ) -> None:
         """Before the workflow completes: let a pending pacer's timer fire first.
 
         A timer firing while the completing workflow task runs is an event the server must
@@ -148,11 +150,17 @@ class Admission:
         and the plan finished before the timer fired (a server whose timers lag under load).
         Waiting costs one workflow task, and only while a timer is pending. ``may_wait`` is
         asked then, and only then: the patch gate (histories recorded before completed
-        without waiting), ``PACER_SETTLED_PATCH`` unless given."""
+        without waiting), ``PACER_SETTLED_PATCH`` unless given. ``absorb_cancel``: a cancel
+        during the wait leaves the decided outcome standing (a workflow about to complete);
+        False where work goes on after (a conversation's hook relay), so the cancel reaches
+        the caller instead of being lost."""
         pacer = self._pacer
         if pacer is None or pacer.done():
             return
         if may_wait() if may_wait is not None else workflow.patched(PACER_SETTLED_PATCH):
+            if not absorb_cancel:
+                await asyncio.wait([pacer])
+                return
             # The outcome is decided: a cancel request meanwhile must not replace it.
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([pacer])

@@ -20,11 +20,11 @@ from contextlib import AbstractContextManager, nullcontext
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from temporalio.api.common.v1 import Payload
     from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowTopicHandle
 
     from durable_plan.run.events import EVENTS_TOPIC, Emitter, EventSink, PlanEvent
     from durable_plan.run.telemetry import TelemetrySink
+    from durable_plan.temporal.messages import json_plain_payload
     from durable_plan.temporal.telemetry import workflow_telemetry
 
 
@@ -55,7 +55,6 @@ def _resolve_handler_annotations(stream_class: type) -> int:
 
 _resolve_handler_annotations(WorkflowStream)
 
-_JSON_PLAIN = Payload(metadata={"encoding": b"json/plain"})
 _ENCODE = json.JSONEncoder(separators=(",", ":"), sort_keys=True, default=str).encode
 """The JSON converter's form (compact, sorted keys), one encoder for every event."""
 
@@ -76,10 +75,7 @@ class PlanEventStream:
         # of it per call, which was most of what an event cost. Subscribers decode alike.
         # default=str: an event never fails the workflow task (its values are plain JSON,
         # and anything else is written as text rather than retried forever).
-        payload = Payload()
-        payload.CopyFrom(_JSON_PLAIN)  # the metadata, copied rather than built per event
-        payload.data = _ENCODE(event.to_wire()).encode()
-        self._topic.publish(payload)
+        self._topic.publish(json_plain_payload(_ENCODE(event.to_wire()).encode()))
         self.published += 1
 
     async def close(self) -> None:

@@ -99,8 +99,9 @@ class RelayDesk:
                 await asyncio.gather(*answering, return_exceptions=True)
             self._inbox.close(self.key)
             # A reply that waited for room may have left the inbox's pacer timer pending:
-            # the conversation must not complete before it fires (``Admission.settle``).
-            await self._inbox.admission.settle()
+            # the conversation must not complete before it fires (``Admission.settle``). The
+            # conversation goes on after this: a cancel meanwhile is its own, not absorbed.
+            await self._inbox.admission.settle(absorb_cancel=False)
 
     async def _answer(self, request: HookRequest) -> None:
         try:

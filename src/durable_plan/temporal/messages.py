@@ -181,15 +181,16 @@ def payload_value(payload: Payload, converter: ConverterSource) -> Any:
 def json_payload(value: Any) -> Payload:
     """``value`` (plain JSON) as the default converter's ``json/plain`` payload, encoded once
     and in its own key order (the converter sorts keys: either reads back the same)."""
-    return _json_plain_payload(json.dumps(value, separators=(",", ":")).encode())
+    return json_plain_payload(json.dumps(value, separators=(",", ":")).encode())
 
 
 _JSON_PLAIN_PROTOTYPE = Payload(metadata={"encoding": _JSON_PLAIN})
 
 
-def _json_plain_payload(data: bytes) -> Payload:
-    """A ``json/plain`` payload of ``data``: its metadata copied from one prototype, a third
-    of the cost of building the metadata map per payload (twice per step)."""
+def json_plain_payload(data: bytes) -> Payload:
+    """A ``json/plain`` payload of ``data`` (JSON text already encoded): its metadata copied
+    from one prototype, a third of the cost of building the metadata map per payload (a
+    step's request, its reply, its events)."""
     payload = Payload()
     payload.CopyFrom(_JSON_PLAIN_PROTOTYPE)
     payload.data = data
@@ -228,7 +229,7 @@ class StepResponse:
     def compact(result_json: str, attempt: int, duration_ms: float) -> Payload:
         """The compact form's payload, from the result's JSON text as it is (no re-encoding)."""
         tail = f",{duration_ms!r}]" if attempt == 1 else f",{duration_ms!r},{attempt}]"
-        return _json_plain_payload(f"[{result_json}{tail}".encode())
+        return json_plain_payload(f"[{result_json}{tail}".encode())
 
     @classmethod
     def from_payload(cls, raw: RawValue, converter: ConverterSource) -> StepResponse:

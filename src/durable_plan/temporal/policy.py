@@ -51,7 +51,9 @@ def _timing(
     timeout_s: float, max_attempts: int, initial_interval_s: float
 ) -> tuple[timedelta, RetryPolicy]:
     """A call's timeout and retry policy, built once per distinct rule (a plan's steps share a
-    handful): the SDK only reads them when it schedules, so one object serves every call."""
+    handful): the SDK only reads them when it schedules, so one object serves every call of
+    every workflow on the worker. An interceptor must replace ``input.retry_policy``, never
+    change it in place (the README's Performance section says so too)."""
     return timedelta(seconds=timeout_s), retry_policy(max_attempts, initial_interval_s)
 
 
