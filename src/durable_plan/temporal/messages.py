@@ -173,7 +173,7 @@ def payload_value(payload: Payload, converter: ConverterSource) -> Any:
     of the user's own) through ``converter``."""
     if payload.metadata.get("encoding") == _JSON_PLAIN:
         return json.loads(payload.data)
-    if not isinstance(converter, PayloadConverter):
+    if not hasattr(converter, "from_payload"):  # the function that returns the converter
         converter = converter()
     return converter.from_payload(payload)
 
