@@ -8,6 +8,7 @@ through it.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -46,6 +47,15 @@ def test_the_stream_handlers_read_as_the_types_their_text_names() -> None:
         notes = getattr(WorkflowStream, name).__annotations__
         assert not any(isinstance(note, str) for note in notes.values()), name
         assert _type_hints_from_func(getattr(stream, name)) == expected[name]
+        function = getattr(WorkflowStream, name)
+        code = function.__code__
+        signature = inspect.signature(getattr(stream, name))  # from __signature__, recorded
+        assert [p.name for p in signature.parameters.values()] == list(
+            code.co_varnames[1 : code.co_argcount]
+        ), name
+        assert signature.return_annotation == expected[name][1] or (
+            signature.return_annotation is None and expected[name][1] is type(None)
+        ), name
     assert _resolve_handler_annotations(WorkflowStream) == 0  # once is enough
 
 

@@ -11,14 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-)
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
 DEFAULT_MAX_STEPS = 32
@@ -93,6 +86,14 @@ class Plan(_Input):
     max_parallel: Annotated[int, Field(ge=1, le=256)] | None = None
 
 
+def _is_none(value: Any) -> bool:
+    """No ``usage`` key without tokens: results stay as they were for plans without agent
+    steps (and readable by a worker of the version before, whose models forbid the key).
+    A field's ``exclude_if``, not a wrap serializer on the model: that one made pydantic
+    call back into Python for every ledger line of every result (issue 31)."""
+    return value is None
+
+
 class StepOutcome(_Frozen):
     """One ledger line: what happened to a step, without its result."""
 
@@ -106,12 +107,8 @@ class StepOutcome(_Frozen):
     reused_from: int | None = None
     """Set when the step did not run: an earlier plan of the conversation (this number,
     1 for the first) ran it ok with the same id, tool and arguments (``reuse.py``)."""
-    usage: dict[str, int] | None = None
+    usage: dict[str, int] | None = Field(default=None, exclude_if=_is_none)
     """An agent step's model tokens: ``input``, ``output``, ``total``."""
-
-    @model_serializer(mode="wrap")
-    def _without_empty_usage(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _drop_empty_usage(handler(self))
 
 
 class PlanResult(_Frozen):
@@ -124,12 +121,8 @@ class PlanResult(_Frozen):
     final: bool
     exited: dict[str, JsonValue] | None = None
     """Set when an ``exit`` step ended the plan: its step, status, message and output."""
-    usage: dict[str, int] | None = None
+    usage: dict[str, int] | None = Field(default=None, exclude_if=_is_none)
     """The model tokens of the plan's agent steps (None when it has none)."""
-
-    @model_serializer(mode="wrap")
-    def _without_empty_usage(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _drop_empty_usage(handler(self))
 
     @property
     def ok(self) -> bool:
@@ -172,11 +165,3 @@ def rounds_saved(levels_run_ok: set[int], final: bool) -> int:
 def plan_field_names() -> dict[str, list[str]]:
     """Field names per model, for 'did you mean' hints on misspelled fields."""
     return {"plan": list(Plan.model_fields), "step": list(Step.model_fields)}
-
-
-def _drop_empty_usage(data: Any) -> Any:
-    """No ``usage`` key without tokens: results stay as they were for plans without agent
-    steps (and readable by a worker of the version before, whose models forbid the key)."""
-    if isinstance(data, dict) and data.get("usage") is None:
-        data.pop("usage", None)
-    return data

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
@@ -25,6 +24,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.language.errors import StepError, describe_exception, interrupt_message
+from durable_plan.language.json_text import compact_json
 from durable_plan.language.limits import truncate_text
 from durable_plan.protect.result_store import ResultStore
 from durable_plan.run.json_results import as_json, non_json_message
@@ -156,7 +156,7 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
             raise failure(
                 non_json_message(tool.name, exc), "NonJsonResult", retryable=False
             ) from None
-        text = json.dumps(value, separators=(",", ":"))
+        text = compact_json(value)
         size = len(text.encode())
         if request.store_over_bytes is not None and size > request.store_over_bytes:
             try:

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from temporalio import workflow
+
+from durable_plan.language.json_text import compact_json
 
 MAX_PENDING_ACTIVITIES = 1_000
 """Half the server's 2,000 pending activities per workflow."""
@@ -49,7 +50,7 @@ Verdict = Literal["go", "withdrawn", "full"]
 
 def json_size(value: Any) -> int:
     """Bytes of ``value`` as compact JSON: what a payload adds to a task and to history."""
-    return len(json.dumps(value, separators=(",", ":")).encode())
+    return len(compact_json(value).encode())
 
 
 @dataclass
@@ -97,6 +98,7 @@ class Admission:
         self._queue: deque[int] = deque()
         self._tickets = 0
         self._pacer: asyncio.Task[None] | None = None
+        self._run_info: workflow.Info | None = None
 
     # -- the one way in ---------------------------------------------------------------
 
@@ -166,7 +168,7 @@ class Admission:
                 await asyncio.wait([pacer])
 
     def history_full_message(self) -> str:
-        info = workflow.info()
+        info = self._info()
         return (
             f"not started: the plan's history is {info.get_current_history_size() // 2**20} "
             f"MiB in {info.get_current_history_length()} events, near Temporal's limit per "
@@ -176,9 +178,18 @@ class Admission:
 
     # -- internals --------------------------------------------------------------------
 
+    def _info(self) -> workflow.Info:
+        """The run's ``workflow.Info``, asked once: the SDK hands every call the same
+        object, whose history figures are read live (``get_current_history_*``), and
+        looking it up is a context lookup per call, several per step (issue 31)."""
+        info = self._run_info
+        if info is None:
+            info = self._run_info = workflow.info()
+        return info
+
     def _task_marker(self) -> int:
         """Changes with every workflow task (a new task appends its started event)."""
-        return workflow.info().get_current_history_length()
+        return self._info().get_current_history_length()
 
     def _refresh(self) -> None:
         marker = self._task_marker()
@@ -191,7 +202,7 @@ class Admission:
             return "next task"
         reserved = self.running + (1 if starts else 0)
         growth = self._sent + size + reserved * self.max_result_bytes * self.results_travel
-        info = workflow.info()
+        info = self._info()
         near = (
             info.get_current_history_size() + growth > self.max_history_bytes
             or info.get_current_history_length() > self.max_events

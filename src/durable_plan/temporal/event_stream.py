@@ -13,6 +13,7 @@ with what is left; a closed workflow's remaining items are read by query.
 
 from __future__ import annotations
 
+import inspect
 import json
 import typing
 from contextlib import AbstractContextManager, nullcontext
@@ -29,15 +30,19 @@ with workflow.unsafe.imports_passed_through():
 
 
 def _resolve_handler_annotations(stream_class: type) -> int:
-    """Turn the stream's handler annotations from text into the types they name, once.
+    """Turn the stream's handler annotations from text into the types they name, and
+    record each handler's signature, once.
 
     ``WorkflowStream.__init__`` registers five bound methods with ``workflow.set_*_handler``
-    on every run, and the SDK reads each one's type hints then (``_type_hints_from_func``,
-    temporalio 1.35): its module's annotations are text (``from __future__ import
-    annotations``), so ``typing.get_type_hints`` compiled seven ``ForwardRef``s per plan,
-    about 0.5 ms of each plan's worker CPU (issue 31). The types put in their place are
-    what ``get_type_hints`` returns for them, so every later reading is the same, only
-    cheaper. An annotation that does not resolve at run time stays text."""
+    on every run, and the SDK reads each one's signature and type hints then
+    (``_type_hints_from_func``, temporalio 1.35): its module's annotations are text (``from
+    __future__ import annotations``), so ``typing.get_type_hints`` compiled seven
+    ``ForwardRef``s per plan, about 0.5 ms of each plan's worker CPU (issue 31), and
+    ``inspect.signature`` rebuilt each handler's parameters from its code. The types put in
+    their place are what ``get_type_hints`` returns for them, and the signature is what
+    ``inspect.signature`` computes from them (``__signature__``, which it reads first), so
+    every later reading is the same, only cheaper. An annotation that does not resolve at
+    run time stays text (and that handler is left as it is)."""
     resolved = 0
     for name, method in vars(stream_class).items():
         if not name.startswith("_") or name.startswith("__"):
@@ -49,6 +54,7 @@ def _resolve_handler_annotations(stream_class: type) -> int:
             method.__annotations__ = typing.get_type_hints(method)
         except Exception:  # a name only a type checker sees: that one stays text
             continue
+        method.__signature__ = inspect.signature(method)
         resolved += 1
     return resolved
 

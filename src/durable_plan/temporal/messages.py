@@ -18,6 +18,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 from temporalio.converter import PayloadConverter
 
+from durable_plan.language.json_text import compact_json
 from durable_plan.language.options import ToolOptions
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
@@ -181,7 +182,7 @@ def payload_value(payload: Payload, converter: ConverterSource) -> Any:
 def json_payload(value: Any) -> Payload:
     """``value`` (plain JSON) as the default converter's ``json/plain`` payload, encoded once
     and in its own key order (the converter sorts keys: either reads back the same)."""
-    return json_plain_payload(json.dumps(value, separators=(",", ":")).encode())
+    return json_plain_payload(compact_json(value).encode())
 
 
 _JSON_PLAIN_PROTOTYPE = Payload(metadata={"encoding": _JSON_PLAIN})
@@ -246,7 +247,7 @@ class StepResponse:
         """Read a wrapper activity's reply as the data converter decoded it (a plain dict
         in the full form, a list in the compact one): a history read outside a worker."""
         if isinstance(data, list):
-            return cls._from_list(data, len(json.dumps(data, separators=(",", ":"))))
+            return cls._from_list(data, len(compact_json(data)))
         if not isinstance(data, dict) or not isinstance(data.get("result_json"), str):
             raise TypeError(f"not a plan step response: {str(data)[:200]}")
         text = data["result_json"]

@@ -159,6 +159,7 @@ class StepActivities:
         self.summaries = summaries
         self.owner_rules = owner_rules
         self.stored_any = False
+        self._fairness_key: str | None = None
         """A step's result went to the result store (claim check): the plan deletes it."""
         self._chain: str | bool | None = False  # False: not decided yet (``store_chain``)
 
@@ -201,13 +202,19 @@ class StepActivities:
                 store_over=store_over,
                 max_stored_bytes=request.max_stored_bytes,
                 store_chain=self.store_chain() if store_over is not None else None,
-                fairness_key=fairness_key(request),
+                fairness_key=self._whose(),
             ),
             self.admission,
         )
         if store_over is not None and outcome[0] and is_reference(outcome[1]):
             self.stored_any = True
         return outcome
+
+    def _whose(self) -> str:
+        """``fairness_key`` of this plan, decided once (it reads ``workflow.info()``)."""
+        if self._fairness_key is None:
+            self._fairness_key = fairness_key(self.request)
+        return self._fairness_key
 
     def _summary(self, call: StepCall) -> str | None:
         """What the UI shows next to the activity type (the tool): id, level, bindings

@@ -303,7 +303,9 @@ class PlanWorkflow(ApprovalHandlers):
             call.tool,
             options,
             call.args,
-            lambda args: activities.run(replace(call, args=args), options),
+            lambda args: activities.run(
+                call if args is call.args else replace(call, args=args), options
+            ),
             wanted,
             size,
         )
