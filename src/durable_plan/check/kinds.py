@@ -49,8 +49,8 @@ class KindChecks(ArgumentChecks):
         if self.catalog is None:
             return
         spec = self.catalog.tools.get(step.tool)
-        plannable = self.catalog.plannable
         if spec is None:
+            plannable = self.catalog.plannable  # sorted: only a refusal lists them
             close = difflib.get_close_matches(step.tool, plannable, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             listed = ", ".join(plannable) or "none"

@@ -124,7 +124,10 @@ def evaluate(
         read = _read_array(expr.simple_array, scope, budget.limits)
     if read is not None and read[1] <= allowed:
         budget.spend(read[1])
-        return True, to_json(read[0], max_bytes=budget.limits.max_value_bytes)
+        value = read[0]
+        if type(value) in _CHECKED_SCALARS and budget.limits.max_value_bytes >= 8:
+            return True, value  # ``_read_simple`` checked it as ``to_json`` would
+        return True, to_json(value, max_bytes=budget.limits.max_value_bytes)
     meter = budget.meter(allowed)
     compiled = _instance(expr, deterministic=deterministic)
     bindings = meter.bindings
@@ -153,6 +156,12 @@ def evaluate(
     if raw is None:
         return False, None
     return True, to_json(raw, max_bytes=budget.limits.max_value_bytes)
+
+
+_CHECKED_SCALARS = frozenset({int, float, bool})
+"""Values ``_read_simple`` hands back already bounded (an integer's width, a finite
+float): ``to_json`` of one is the value itself (it counts each as at most 8 bytes), and
+its walk is one less per binding."""
 
 
 def _read_simple(
