@@ -59,8 +59,9 @@ class ArgumentChecks(CheckerState):
         props = schema.get("properties")
         props = props if isinstance(props, Mapping) else {}
         open_ended = schema.get("additionalProperties", not props) is not False
-        given = set(step.args) | set(step.bind)
-        for name in sorted(set(step.args) & set(step.bind)):
+        given = step.args.keys() | step.bind.keys()
+        both = step.args.keys() & step.bind.keys() if step.args and step.bind else ()
+        for name in sorted(both):
             self.add(
                 "bad_argument",
                 f"argument '{name}' is given in both args and bind",
@@ -68,9 +69,7 @@ class ArgumentChecks(CheckerState):
                 step.id,
                 f"bind.{name}",
             )
-        for name in sorted(given - set(props)):
-            if open_ended:
-                continue
+        for name in () if open_ended else sorted(given - set(props)):
             close = difflib.get_close_matches(name, list(props), n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             fld = f"bind.{name}" if name in step.bind else f"args.{name}"

@@ -70,6 +70,13 @@ def check_plan(
     return replace(checker.run(raw), inputs=values)
 
 
+def _in_plan_order(ids: frozenset[str], position: Mapping[str, int]) -> tuple[str, ...]:
+    """``ids`` in the order their steps are listed (most steps wait for one or none)."""
+    if len(ids) < 2:
+        return tuple(ids)
+    return tuple(sorted(ids, key=position.__getitem__))
+
+
 class _Checker(ShapeChecks):
     """The whole check: admission, the plan's schema, ids, each step, the graph, the
     dataflow against return shapes."""
@@ -103,8 +110,8 @@ class _Checker(ShapeChecks):
                 templates=parsed[sid][3],
                 body=parsed[sid][4],
                 level=levels_of[sid],
-                ordered_deps=tuple(sorted(deps[sid], key=position.__getitem__)),
-                prior_reads=tuple(sorted(self.prior_reads.get(sid, ()))),
+                ordered_deps=_in_plan_order(deps[sid], position),
+                prior_reads=tuple(sorted(self.prior_reads[sid])) if sid in self.prior_reads else (),
             )
             for step in plan.steps
             for sid in [step.id]

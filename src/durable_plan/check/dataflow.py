@@ -300,6 +300,8 @@ class DataflowChecks(KindChecks):
     def _check_bare_names(
         self, step: Step, fld: str, expr: Expression, allowed: tuple[str, ...] = ()
     ) -> None:
+        if not expr.bare_names:
+            return
         for name in dict.fromkeys(expr.bare_names):
             if name in allowed or name in self.roots:
                 continue
@@ -326,6 +328,8 @@ class DataflowChecks(KindChecks):
             )
 
     def _check_functions(self, step: Step, fld: str, expr: Expression) -> None:
+        if not expr.functions:
+            return  # a plain path: nothing to refuse
         forbidden = set(expressions.ALWAYS_FORBIDDEN)
         if self.durable:
             forbidden |= expressions.NONDETERMINISTIC

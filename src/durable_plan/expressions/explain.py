@@ -53,7 +53,7 @@ def _walk(steps: Mapping[str, Any], path: tuple[str, ...], root: str = "steps") 
     current: Any = steps
     walked = [root]
     for name in path:
-        if isinstance(current, Mapping):
+        if type(current) is dict or isinstance(current, Mapping):
             if name not in current:
                 keys = ", ".join(str(k) for k in current) or "no keys"
                 return f"{'.'.join(walked)} has keys {keys}"

@@ -184,6 +184,7 @@ class _Walker:
                 raise StepError(f"{'an' if name[0] in 'aeiou' else 'a'} {name} is not JSON")
         if depth >= MAX_JSON_DEPTH:
             self._too_deep()
+        leaf = self._leaf_size if self.adapt is None else None
         if is_mapping:
             out: dict[str, Any] = {}
             for key, item in value.items():
@@ -191,6 +192,12 @@ class _Walker:
                     raise StepError(f"object key {key!r} is a {type(key).__name__}, not a string")
                 self.charge(len(key) + 4)
                 try:
+                    if leaf is not None:
+                        size = leaf(item)
+                        if size:
+                            self.charge(size)
+                            out[key] = item
+                            continue
                     out[key] = self.walk(item, depth + 1)
                 except StepError as exc:
                     _prepend(exc, key)
@@ -200,11 +207,34 @@ class _Walker:
         items = []
         for index, item in enumerate(value):
             try:
+                if leaf is not None:
+                    size = leaf(item)
+                    if size:
+                        self.charge(size)
+                        items.append(item)
+                        continue
                 items.append(self.walk(item, depth + 1))
             except StepError as exc:
                 _prepend(exc, index)
                 raise
         return items
+
+    @staticmethod
+    def _leaf_size(value: Any) -> int:
+        """What ``walk`` charges for a text, a number within bounds, a boolean or null
+        that it would return as it is; 0 for anything it must look at itself (a container,
+        an integer too wide, a float that is not finite, a subclass). Saves a call per leaf
+        of the containers a plan and its results are made of (issue 31)."""
+        kind = type(value)
+        if kind is str:
+            return len(value) + 2
+        if kind is int:
+            return 8 if value.bit_length() <= MAX_INT_BITS else 0
+        if kind is float:
+            return 8 if math.isfinite(value) else 0
+        if value is None or kind is bool:
+            return 5
+        return 0
 
     @staticmethod
     def _too_deep() -> None:

@@ -43,6 +43,8 @@ MAX_EVENT_TEXT_CHARS = 200
 MAX_ITEM_EVENTS = 1_000
 """Per plan: a map of a thousand items under a reduce of a thousand must not put two
 thousand events into every subscriber's poll results (and the history they land in)."""
+_SHORTEST_LIMIT = min(MAX_EVENT_ERROR_CHARS, MAX_EVENT_TEXT_CHARS)
+"""A text no longer than this is kept whole under either limit (``emit`` cuts only longer)."""
 EVENTS_TOPIC = "events"
 """The Workflow Streams topic of a plan's (and an agent step's) events."""
 
@@ -173,7 +175,7 @@ class Emitter:
                 return
             self._items += 1
         for key, value in values.items():
-            if isinstance(value, str):
+            if isinstance(value, str) and len(value) > _SHORTEST_LIMIT:
                 limit = MAX_EVENT_ERROR_CHARS if key == "error" else MAX_EVENT_TEXT_CHARS
                 values[key] = truncate_text(value, limit)
         event = PlanEvent.made(kind, self.plan_id, self._now(), values)
