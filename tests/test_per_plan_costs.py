@@ -9,9 +9,12 @@ through it.
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.contrib.workflow_streams._types import PollInput, PollResult, PublishInput
@@ -22,7 +25,13 @@ from temporalio.converter import (
     default,
 )
 
+from durable_plan.expressions import Budget, evaluate, parse
+from durable_plan.language.errors import StepError
+from durable_plan.language.json_text import compact_json
+from durable_plan.language.limits import ExpressionLimits, error_path, plain_json
 from durable_plan.language.options import ToolOptions
+from durable_plan.language.plan import PlanResult, StepOutcome
+from durable_plan.run.events import PlanEvent
 from durable_plan.temporal.event_stream import _resolve_handler_annotations
 from durable_plan.temporal.messages import StepResponse, json_payload, payload_value
 from durable_plan.temporal.policy import CallPolicy, retry_policy
@@ -124,3 +133,107 @@ def test_a_compact_payload_copies_only_its_metadata() -> None:
     assert (one.data, two.data) == (b'{"a":1}', b'[{"a":2},0.5]')
     one.metadata["encoding"] = b"changed"
     assert json_payload(None).metadata["encoding"] == b"json/plain"
+
+
+# -- the sixth round (issue 31): same values, fewer steps to make them ---------------------
+
+_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+        | st.tuples(inner, inner)
+    ),
+    max_leaves=20,
+)
+
+
+def _outcome(walk: Any) -> Any:
+    try:
+        value = walk()
+    except StepError as exc:
+        return type(exc).__name__, str(exc), error_path(exc)
+    return "value", value, repr(value)
+
+
+@given(_VALUES, st.sampled_from([None, 16, 64, 256]))
+def test_plain_json_charges_leaves_as_the_walk_of_each_did(
+    value: Any, max_bytes: int | None
+) -> None:
+    """An ``adapt`` makes ``plain_json`` walk every node itself (the way it did for leaves
+    too): the leaf shortcut must give the same value, the same refusal and the same path
+    to the problem, whatever the byte budget."""
+    fast = _outcome(lambda: plain_json(value, max_bytes=max_bytes))
+    reference = _outcome(lambda: plain_json(value, max_bytes=max_bytes, adapt=lambda v: v))
+    assert fast == reference
+
+
+@given(_VALUES.filter(lambda v: not isinstance(v, tuple)))
+def test_compact_json_is_json_dumps_with_compact_separators(value: Any) -> None:
+    try:
+        expected = json.dumps(value, separators=(",", ":"))
+    except ValueError:
+        return
+    assert compact_json(value) == expected
+
+
+def test_an_event_made_with_fields_left_none_is_the_constructors() -> None:
+    """``made`` stores only the fields given a value; the rest read their class default,
+    so equality, hashing, the repr and the wire form are ``__init__``'s."""
+    values = {"step": "a", "tool": None, "level": 2, "error": None, "detail": None}
+    made = PlanEvent.made("step_started", "p", 1.25, dict(values))
+    built = PlanEvent(kind="step_started", plan="p", at=1.25, **values)  # type: ignore[arg-type]
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert (
+        made.to_wire()
+        == built.to_wire()
+        == {
+            "kind": "step_started",
+            "plan": "p",
+            "at": 1.25,
+            "step": "a",
+            "level": 2,
+        }
+    )
+    assert made.tool is None and made.offset is None
+
+
+def test_a_ledger_line_has_usage_only_with_tokens() -> None:
+    plain = StepOutcome(id="a", tool="t", status="ok", level=0)
+    agent = StepOutcome(id="b", tool="agent", status="ok", level=1, usage={"total": 3})
+    assert "usage" not in plain.model_dump() and "usage" not in plain.model_dump(mode="json")
+    assert '"usage"' not in plain.model_dump_json()
+    assert agent.model_dump()["usage"] == {"total": 3}
+    result = PlanResult(
+        returned={},
+        ledger=[plain, agent],
+        levels=[["a"], ["b"]],
+        inference_passes_saved=0,
+        final=False,
+    )
+    dumped = result.model_dump(mode="json")
+    assert "usage" not in dumped and "usage" not in dumped["ledger"][0]
+    assert dumped["ledger"][1]["usage"] == {"total": 3}
+    assert PlanResult.model_validate(dumped) == result
+    # The serialization schema is the model's own (a wrap serializer made it "any").
+    assert "ledger" in PlanResult.model_json_schema(mode="serialization")["properties"]
+
+
+def test_a_number_read_by_a_plain_path_still_meets_a_tiny_value_limit() -> None:
+    scope = {"steps": {"a": {"n": 12345}}}
+    matched, value = evaluate(parse("steps.a.n"), scope, deterministic=True)
+    assert (matched, value) == (True, 12345)
+    with pytest.raises(StepError, match="limit"):
+        evaluate(
+            parse("steps.a.n"),
+            scope,
+            deterministic=True,
+            budget=Budget(ExpressionLimits(max_value_bytes=4)),
+        )
