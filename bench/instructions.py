@@ -1,6 +1,6 @@
 """Instructions per plan step, workflow side: recorded histories replayed under Callgrind.
 
-    python -m bench.instructions                 # 30 histories per arm, about 2 minutes
+    python -m bench.instructions                 # 30 histories per arm, about a minute
     python -m bench.instructions --plans 10      # quicker
     python -m bench.instructions --histories F   # replay histories saved before (--save F)
 
@@ -115,7 +115,7 @@ def count(path: Path, arm: str) -> float:
         )
     instructions = collected(proc.stderr)
     steps = re.findall(r"^STEPS (\d+)$", proc.stdout, re.MULTILINE)
-    if proc.returncode != 0 or instructions is None or not steps:
+    if proc.returncode != 0 or not instructions or not steps:  # 0: counting never switched on
         raise RuntimeError(f"the {arm} replay under valgrind failed:\n{proc.stderr[-2000:]}")
     return instructions / int(steps[-1])
 

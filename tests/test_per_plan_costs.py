@@ -31,6 +31,7 @@ from durable_plan.language.json_text import compact_json
 from durable_plan.language.limits import ExpressionLimits, error_path, plain_json
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import PlanResult, StepOutcome
+from durable_plan.local.runner import execute_plan
 from durable_plan.run.events import PlanEvent
 from durable_plan.temporal.event_stream import _resolve_handler_annotations
 from durable_plan.temporal.messages import StepResponse, json_payload, payload_value
@@ -237,3 +238,51 @@ def test_a_number_read_by_a_plain_path_still_meets_a_tiny_value_limit() -> None:
             deterministic=True,
             budget=Budget(ExpressionLimits(max_value_bytes=4)),
         )
+
+
+async def _bound_args(result_of_a: dict[str, Any], binding: str) -> tuple[Any, list[Any]]:
+    """Step b's arguments when ``binding`` reads step a's result (in-process: the binding
+    rules are the engine's, the same durably)."""
+    calls: list[Any] = []
+
+    async def invoke(tool: str, args: dict[str, Any]) -> Any:
+        calls.append((tool, args))
+        return result_of_a if tool == "a" else {"ok": True}
+
+    plan = {
+        "steps": [
+            {"id": "a", "tool": "a", "args": {}},
+            {"id": "b", "tool": "b", "bind": {"n": binding}},
+        ]
+    }
+    result = await execute_plan(plan, invoke)
+    return result, calls
+
+
+async def test_a_whole_float_read_by_a_plain_path_is_bound_as_an_integer() -> None:
+    """JSONata's numbers: ``3.0`` binds as ``3`` whichever way the path is read (a
+    shortcut that kept the float changed activity inputs recorded in history)."""
+    assert evaluate(parse("steps.a.x"), {"steps": {"a": {"x": 3.0}}}, deterministic=True) == (
+        True,
+        3,
+    )
+    assert (
+        type(evaluate(parse("steps.a.x"), {"steps": {"a": {"x": 3.0}}}, deterministic=True)[1])
+        is int
+    )
+    assert evaluate(parse("steps.a.x"), {"steps": {"a": {"x": 2.5}}}, deterministic=True)[1] == 2.5
+    _, calls = await _bound_args({"x": 3.0}, "steps.a.x")
+    assert calls[1] == ("b", {"n": 3}) and type(calls[1][1]["n"]) is int
+
+
+async def test_a_plain_path_through_nested_lists_still_fails_on_a_missing_field() -> None:
+    """JSONata flattens nested lists and finds ``y``; the plan's own rule does not guess:
+    the field is missing where the path names it, so the binding fails (as it always did:
+    a skipped check here would have run step b, and scheduled an activity an old history
+    does not have)."""
+    result, calls = await _bound_args({"l": [[{"y": 1}]]}, "steps.a.l.y")
+    assert [tool for tool, _ in calls] == ["a"]
+    failed = {o.id: o for o in result.ledger}["b"]
+    assert failed.status == "failed"
+    assert failed.error is not None and "matched no value" in failed.error
+    assert "steps.a.l is a list whose items have keys" in failed.error

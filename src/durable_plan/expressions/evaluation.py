@@ -158,10 +158,11 @@ def evaluate(
     return True, to_json(raw, max_bytes=budget.limits.max_value_bytes)
 
 
-_CHECKED_SCALARS = frozenset({int, float, bool})
-"""Values ``_read_simple`` hands back already bounded (an integer's width, a finite
-float): ``to_json`` of one is the value itself (it counts each as at most 8 bytes), and
-its walk is one less per binding."""
+_CHECKED_SCALARS = frozenset({int, bool})
+"""Values ``_read_simple`` hands back already bounded (an integer's width): ``to_json`` of
+one is the value itself (it counts each as at most 8 bytes), and its walk is one less per
+binding. Not a float: ``to_json`` turns a whole one into an integer (JSONata's numbers),
+and a binding must read ``3.0`` as ``3`` on every path."""
 
 
 def _read_simple(

@@ -150,8 +150,6 @@ class Binder:
         matched, value = expressions.evaluate(
             expr, scope, deterministic=self._checked.durable, budget=self._budget
         )
-        if matched and expr.simple_path is not None:
-            return value  # a plain path that matched has every field it names
         missing = expressions.first_missing(expr, scope)
         if not matched or missing:
             hint = missing or expressions.explain_no_match(expr, scope)

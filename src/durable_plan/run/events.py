@@ -77,7 +77,10 @@ class PlanEvent:
 
     def to_wire(self) -> dict[str, Any]:
         """The fields that are set, by reference: published at once (the stream encodes it
-        as it is appended), so no deep copy (``asdict``'s was a tenth of a plan's work)."""
+        as it is appended), so no deep copy (``asdict``'s was a tenth of a plan's work).
+        ``kind``, ``plan`` and ``at`` come first; the rest in field order for an event built
+        by ``__init__``, in the emitter's keyword order for one ``made`` (the stream's
+        encoder sorts keys, so the published text is the same either way)."""
         return {k: v for k, v in self.__dict__.items() if v is not None and k != "offset"}
 
     @classmethod

@@ -159,8 +159,8 @@ class StepActivities:
         self.summaries = summaries
         self.owner_rules = owner_rules
         self.stored_any = False
-        self._fairness_key: str | None = None
         """A step's result went to the result store (claim check): the plan deletes it."""
+        self._fairness_key: str | None = None
         self._chain: str | bool | None = False  # False: not decided yet (``store_chain``)
 
     def store_chain(self) -> str | None:
