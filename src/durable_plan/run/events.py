@@ -92,8 +92,9 @@ class PlanEvent:
 
         Only the fields set go into the instance: a field left out reads its default
         from the class (a dataclass keeps each field's default there), so equality, the
-        repr and ``to_wire`` are ``__init__``'s, and the event is built and read in fewer
-        steps (issue 31)."""
+        hash and the repr are ``__init__``'s and ``to_wire`` has the same keys and values
+        (in the emitter's order after the first three), and the event is built and read in
+        fewer steps (issue 31)."""
         if not _FIELD_DEFAULTS.keys() >= values.keys():
             unknown = sorted(values.keys() - _FIELD_DEFAULTS.keys())
             raise TypeError(f"PlanEvent has no field {unknown[0]!r}")
