@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from bench.instructions import collected, load, replay_counted, save
@@ -32,3 +33,16 @@ async def test_saved_histories_replay_as_the_counted_process_replays_them(
     for arm in ARMS:
         assert len(load(path, arm)) == 4
         assert await replay_counted(path, arm) == 4 * STEPS
+
+
+async def test_the_worker_count_says_what_it_needs_without_valgrind(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without valgrind on the PATH: exit 2 and the package to install, before any server
+    or worker starts."""
+    from bench.worker_instructions import main, parse_args
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no valgrind there
+    assert await main(parse_args([])) == 2
+    err = capsys.readouterr().err
+    assert "needs valgrind and callgrind_control" in err and "apt install valgrind" in err

@@ -78,8 +78,10 @@ async def test_a_bench_worker_takes_its_freeze_switch_out_of_the_worker_options(
 
 
 FREEZE = """
-import gc
-from durable_plan.server.long_lived import freeze_startup_objects
+import gc, sys
+from durable_plan.server.long_lived import YOUNG_GENERATION, freeze_startup_objects
+before = int(sys.argv[1])
+gc.set_threshold(before, 10, 10)
 frozen = freeze_startup_objects()
 class Cycle:
     pass
@@ -87,15 +89,30 @@ a, b = Cycle(), Cycle()
 a.other, b.other = b, a
 del a, b
 found = gc.collect()
-print(frozen, gc.get_freeze_count() == frozen, found)
+print(frozen, gc.get_freeze_count() == frozen, found, gc.get_threshold()[0], YOUNG_GENERATION)
 """
+
+
+def _freeze_in_a_process(threshold_before: int) -> list[str]:
+    return subprocess.run(
+        [sys.executable, "-c", FREEZE, str(threshold_before)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
 
 
 def test_start_up_objects_are_frozen_and_later_cycles_still_collected() -> None:
     """In a process of its own: freezing is for the whole process (worker.py's set-up)."""
-    out = subprocess.run(
-        [sys.executable, "-c", FREEZE], capture_output=True, text=True, check=True, timeout=60
-    ).stdout.split()
+    out = _freeze_in_a_process(700)  # Python's default before 3.13
     assert int(out[0]) > 1000  # the interpreter's and the package's objects
     assert out[1] == "True"
     assert int(out[2]) >= 2  # the two objects of a cycle made afterwards
+    assert int(out[3]) == int(out[4]) == 10_000  # young objects collected in larger batches
+
+
+def test_the_young_generation_threshold_is_only_raised() -> None:
+    """A process that chose a larger batch (or disabled collection: 0) keeps its choice."""
+    assert int(_freeze_in_a_process(50_000)[3]) == 50_000
+    assert int(_freeze_in_a_process(0)[3]) == 0

@@ -35,6 +35,7 @@ import re2
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from durable_plan.language.json_text import sorted_json
 from durable_plan.language.limits import brief
 
 __all__ = [
@@ -270,8 +271,7 @@ def validator_for(
     """The validator of a usable schema, built once per schema (building one walks it), or
     None when ``schema_problems`` finds any. Validators keep no per-call state (the budget
     is per call, in a context variable), so threads share them."""
-    text = json.dumps(schema, sort_keys=True, separators=(",", ":"), default=str)
-    return _cached(text, strict_patterns)
+    return _cached(sorted_json(schema), strict_patterns)
 
 
 def schema_problems(schema: Any, *, strict_patterns: bool = True) -> list[str]:

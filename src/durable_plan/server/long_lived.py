@@ -1,4 +1,5 @@
-"""A long-running worker's start-up objects, kept out of every later garbage collection.
+"""A long-running worker's garbage collector: start-up objects frozen, young objects
+collected in larger batches.
 
 A worker imports the SDK, Strands, pydantic's schemas and the tools, then runs for days.
 Python's cyclic collector scans the oldest generation again whenever enough young objects
@@ -12,6 +13,16 @@ it for processes that fork, whose start-up objects should stay untouched; the sa
 long-lived worker's collections off them). Reference counting still frees every object as before;
 only a reference cycle among the frozen objects that later became garbage would stay.
 
+The youngest generation is then collected every ``YOUNG_GENERATION`` net allocations of
+container objects instead of Python's 700 (CPython 3.13 raised its own default to 2,000 for
+the same reason). Each workflow in the worker's cache holds a few hundred live objects
+between its activations, and a workflow's state becomes garbage only when the SDK's
+instance, a reference cycle, is collected: at 700 the collector ran about every eighteen
+plan steps and mostly walked objects still in use. At 10,000, ``bench.throughput`` (100
+plans at once) measured 0.02 ms of collection CPU per plan step where it was 0.08-0.09 (bare
+Temporal: 0.006 where 0.017), for a few MiB more of resident memory (garbage cycles wait a
+little longer).
+
 A process-wide setting, so the library never makes it on its own: ``worker.py`` and
 ``durable-plan worker`` call ``freeze_startup_objects`` once their worker is built, and a
 worker process of your own may do the same.
@@ -21,12 +32,19 @@ from __future__ import annotations
 
 import gc
 
+YOUNG_GENERATION = 10_000
+"""Net allocations of container objects between two collections of the youngest generation."""
+
 
 def freeze_startup_objects() -> int:
-    """Collect once, then freeze what is left; returns how many objects are frozen.
+    """Collect once, then freeze what is left; returns how many objects are frozen. Raises
+    the youngest generation's threshold to ``YOUNG_GENERATION`` (never lowers it).
 
     Call it when the worker is built, before it polls: what the process imported and set
     up is what it keeps for its life."""
+    young, middle, old = gc.get_threshold()
+    if young and young < YOUNG_GENERATION:  # 0 is "collection disabled": left as it is
+        gc.set_threshold(YOUNG_GENERATION, middle, old)
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()

@@ -14,7 +14,6 @@ with what is left; a closed workflow's remaining items are read by query.
 from __future__ import annotations
 
 import inspect
-import json
 import typing
 from contextlib import AbstractContextManager, nullcontext
 
@@ -23,6 +22,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowTopicHandle
 
+    from durable_plan.language.json_text import sorted_json
     from durable_plan.run.events import EVENTS_TOPIC, Emitter, EventSink, PlanEvent
     from durable_plan.run.telemetry import TelemetrySink
     from durable_plan.temporal.messages import json_plain_payload
@@ -61,9 +61,6 @@ def _resolve_handler_annotations(stream_class: type) -> int:
 
 _resolve_handler_annotations(WorkflowStream)
 
-_ENCODE = json.JSONEncoder(separators=(",", ":"), sort_keys=True, default=str).encode
-"""The JSON converter's form (compact, sorted keys), one encoder for every event."""
-
 
 class PlanEventStream:
     """The workflow's stream and its events topic; construct in the workflow's __init__."""
@@ -81,7 +78,7 @@ class PlanEventStream:
         # of it per call, which was most of what an event cost. Subscribers decode alike.
         # default=str: an event never fails the workflow task (its values are plain JSON,
         # and anything else is written as text rather than retried forever).
-        self._topic.publish(json_plain_payload(_ENCODE(event.to_wire()).encode()))
+        self._topic.publish(json_plain_payload(sorted_json(event.to_wire()).encode()))
         self.published += 1
 
     async def close(self) -> None:
