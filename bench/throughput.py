@@ -5,7 +5,7 @@
     python -m bench.throughput --untuned             # the dev server as `start-dev` ships it
     python -m bench.throughput --in-memory           # no db file (default: a WAL sqlite file)
     python -m bench.throughput --worker-opt max_cached_workflows=100   # try a worker option
-    python -m bench.throughput --no-gc-freeze        # workers' start-up objects left in GC scans
+    python -m bench.throughput --no-gc-freeze        # the collector as Python ships it
 
 The shape (8 steps, 5 levels): s0 -> a0, a1, a2 -> b0(a0, a1), b1(a1, a2) -> j(b0, b1) -> t.
 Four arms, each on a fresh worker process (so its CPU time and peak RSS are its own):
@@ -300,7 +300,7 @@ def _report(
     print("## Throughput: concurrent 8-step plans of instant tools, one worker\n")
     print(f"`{command_line('bench.throughput')}`\n")
     options = json.dumps(args.worker_opt) if args.worker_opt else "plan_worker defaults"
-    options += ", start-up objects frozen as worker.py does" if not args.no_gc_freeze else ""
+    options += ", the collector set up as worker.py does" if not args.no_gc_freeze else ""
     print(
         machine_line(
             load_before,
@@ -386,7 +386,8 @@ def main() -> None:
     parser.add_argument(
         "--no-gc-freeze",
         action="store_true",
-        help="leave each worker's start-up objects in later collections (worker.py freezes)",
+        help="the collector as Python ships it (worker.py freezes start-up objects and "
+        "collects young objects every 10,000)",
     )
     parser.add_argument("--worker-opt", action="append", metavar="KEY=JSON")
     asyncio.run(run(parser.parse_args()))
