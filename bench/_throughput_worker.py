@@ -4,7 +4,8 @@ A process of its own so its CPU time and peak RSS are the worker's alone (the cl
 and the dev server run elsewhere). Prints READY once polling, stops on SIGTERM, then
 prints ``GC {...}``: its garbage collections by generation and the CPU they took. Set up
 as ``worker.py`` sets up its worker (start-up objects frozen out of later collections,
-``server/long_lived.py``; young objects collected every 10,000) unless the options say ``"gc_freeze": false``.
+young objects collected every 10,000: ``server/long_lived.py``) unless the options say
+``"gc_freeze": false``.
 
     python -m bench._throughput_worker ADDRESS TASK_QUEUE [OPTIONS_JSON]
 """
