@@ -19,7 +19,12 @@ from activities.game_master import GAME_TOOLS
 from activities.scripts import ATTACK_PLAN
 from durable_plan.temporal import plan_worker
 from durable_plan.temporal.client import _prepare
-from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL, PLAN_WORKFLOW_NAME, PlanInput
+from durable_plan.temporal.messages import (
+    COMPACT_FORMS_LEVEL,
+    PLAN_WORKFLOW_NAME,
+    SENDER_CHECKED_LEVEL,
+    PlanInput,
+)
 from durable_plan.temporal.patch_level import (
     CURRENT_PATCH_LEVEL,
     OWNER_RULES_PATCH,
@@ -84,8 +89,9 @@ async def _run(client: Client, task_queue: str, raw: dict[str, Any]) -> Workflow
 
 
 def test_every_patch_has_a_number_of_its_own() -> None:
-    # Level 6 is a wire form's, not a patch's (``COMPACT_FORMS_LEVEL``): asked of no patch.
-    numbers = [*PATCH_NUMBERS.values(), COMPACT_FORMS_LEVEL]
+    # Levels 6 and 7 are the compact wire forms' and a plan its sender checked
+    # (``COMPACT_FORMS_LEVEL``, ``SENDER_CHECKED_LEVEL``): no patch is asked for them.
+    numbers = [*PATCH_NUMBERS.values(), COMPACT_FORMS_LEVEL, SENDER_CHECKED_LEVEL]
     assert sorted(numbers) == list(range(1, len(numbers) + 1))
     assert len(numbers) == CURRENT_PATCH_LEVEL
 

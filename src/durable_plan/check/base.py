@@ -43,6 +43,8 @@ class CheckerState:
         self._expression_chars = 0
         self.rules: dict[str, str] = {}
         """How to write each step kind a problem was found in, sent with the rejection."""
+        self.checked_by_sender = False
+        """``check_plan(checked_by_sender=True)``: checks left to the sender are skipped."""
 
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:
         if self._prefix:

@@ -44,6 +44,7 @@ def check_plan(
     prior: Collection[str] | None = None,
     inputs: Mapping[str, Any] | None = None,
     input_names: Collection[str] | None = None,
+    checked_by_sender: bool = False,
 ) -> CheckedPlan:
     """Validate everything, then return the checked plan or raise ``PlanRejected``.
 
@@ -51,10 +52,25 @@ def check_plan(
     ``durable=True`` also refuses JSONata functions that would not replay.
     ``inputs`` (a plan file's values) makes ``inputs`` a second root expressions read;
     ``input_names`` (the names the file declares) makes reading any other one a problem.
+
+    ``checked_by_sender``: the plan is the input of a plan workflow whose sender checked
+    it as this does, against the same tool table (``checked_input``; the input says so by
+    its ``patch_level``, ``SENDER_CHECKED_LEVEL``). Every rule the workflow keeps is checked
+    again, since anyone who may start a workflow may write its input: the schema, ids, each
+    step's tool (known, plannable, the owner's rules, an agent step's bounds and schemas, a
+    map's body), every expression (its size, its durable functions), the graph. Three
+    checks are left to the sender, each of which only improves a refusal the model reads
+    and guards nothing the run relies on: the walk of the raw JSON (the input arrived as
+    JSON within the server's payload limit, and the schema still bounds every field), a
+    tool's arguments against its schema (the tool's wrapper validates them before it runs,
+    and a bad one fails that step), and bindings against the tools' result shapes (a value
+    of the wrong shape fails the step that reads it). For a plan the full check accepts,
+    the result is the same ``CheckedPlan`` (tests/test_sender_checked.py).
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
     checker = _Checker(catalog, max_steps, durable, prior)
+    checker.checked_by_sender = checked_by_sender
     if inputs is None:
         return checker.run(raw)
     checker.roots = ("inputs",)
@@ -82,7 +98,11 @@ class _Checker(ShapeChecks):
     dataflow against return shapes."""
 
     def run(self, raw: Plan | Mapping[str, Any] | str) -> CheckedPlan:
-        raw = self._admit(raw)
+        # Skipped for a plan its sender checked (``check_plan``): each only adds problems,
+        # none changes what the runners get, and none guards a rule the workflow keeps.
+        full = not self.checked_by_sender
+        if full:
+            raw = self._admit(raw)
         plan, steps, returns, raw_ids = self._parse(raw)
         if len(steps) > self.max_steps:
             self._step_limit(len(steps))
@@ -96,7 +116,8 @@ class _Checker(ShapeChecks):
         self._check_returns(returns, ids)
         deps = {sid: frozenset(p[2]) for sid, p in parsed.items()}
         self._check_cycles(deps)
-        self._check_shapes(steps, parsed)
+        if full:
+            self._check_shapes(steps, parsed)
         if self.problems or plan is None:
             raise PlanRejected(self.problems, list(self.rules.values()))
         levels_of = _levels(deps)

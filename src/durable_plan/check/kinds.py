@@ -72,8 +72,8 @@ class KindChecks(ArgumentChecks):
                 "tool",
             )
             return
-        if spec.input_schema is not None:
-            self._check_arguments(step, spec.input_schema)
+        if spec.input_schema is not None and not self.checked_by_sender:
+            self._check_arguments(step, spec.input_schema)  # also by the tool's wrapper
         if spec.options is not None:
             self._check_owner_rules(step, spec.options)
 

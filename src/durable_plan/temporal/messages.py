@@ -37,6 +37,14 @@ COMPACT_FORMS_LEVEL = 6
 a client that writes this level reads the compact result (``result_form``) and wrote the
 compact tool table and settings (``PlanInput.to_wire``). Not a workflow patch: nothing is
 asked or recorded; a lower level gets the full forms, as before."""
+SENDER_CHECKED_LEVEL = 7
+"""``PlanInput.patch_level`` from which the input's sender checked the plan as the workflow
+would (``checked_input`` takes a ``CheckedPlan`` checked for a durable run, and writes this
+level): the workflow derives what it runs from the plan without repeating the checks that
+only refuse (``check_plan(checked_by_sender=True)``), a third of a plan's own work on the
+worker that was spent checking a plan twice (issue 31). Not a workflow patch: nothing is
+asked or recorded; a lower level (an input written before it) is checked in full, as
+before, and a replay reads the level from the recorded input."""
 COMPACT_REQUEST = 2
 """``"v"`` of a ``StepRequest`` in its compact form (``to_compact_wire``), whose caller
 reads ``StepResponse``'s compact form."""

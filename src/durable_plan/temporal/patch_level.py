@@ -31,7 +31,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from durable_plan.check.catalog import RETURN_SHAPES_PATCH
     from durable_plan.language.agent_step import ROUNDS_PATCH
-    from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL
+    from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL, SENDER_CHECKED_LEVEL
 
 __all__ = [
     "CURRENT_PATCH_LEVEL",
@@ -60,9 +60,10 @@ PATCH_NUMBERS = MappingProxyType(
 )
 """Each patch the plan and agent-step workflows ask, numbered in the order they were added;
 never renumbered (recorded inputs carry the level)."""
-CURRENT_PATCH_LEVEL = max(*PATCH_NUMBERS.values(), COMPACT_FORMS_LEVEL)
-"""What a client of this version writes: every patch above, and the compact wire forms
-(``COMPACT_FORMS_LEVEL``, a level of its own: no patch is asked for it)."""
+CURRENT_PATCH_LEVEL = max(*PATCH_NUMBERS.values(), COMPACT_FORMS_LEVEL, SENDER_CHECKED_LEVEL)
+"""What a client of this version writes: every patch above, the compact wire forms
+(``COMPACT_FORMS_LEVEL``) and a plan checked by its sender (``SENDER_CHECKED_LEVEL``),
+levels of their own: no patch is asked for them."""
 
 
 def in_effect(patch_id: str, level: int) -> bool:

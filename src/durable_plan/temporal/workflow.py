@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.messages import (
         HOOK_REPLY_SIGNAL,
         PLAN_WORKFLOW_NAME,
+        SENDER_CHECKED_LEVEL,
         PlanInput,
         failure_message,
         patch_level_of,
@@ -192,6 +193,7 @@ class PlanWorkflow(ApprovalHandlers):
                 durable=True,
                 prior=prior,
                 inputs=request.inputs,
+                checked_by_sender=request.patch_level >= SENDER_CHECKED_LEVEL,
             ),
             catalog,
             request.patch_level,
