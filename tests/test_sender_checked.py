@@ -112,6 +112,7 @@ def test_the_rules_the_workflow_keeps_hold_for_any_input(
     assert expected in _refusal({"steps": [{"id": "lookup", **step}]})
 
 
+@pytest.mark.server
 async def test_an_argument_only_its_sender_checks_fails_its_step_at_run_time(
     client: Client, task_queue: str
 ) -> None:
