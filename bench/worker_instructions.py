@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
@@ -39,6 +41,7 @@ from durable_plan.server.connection import run_script
 from durable_plan.server.devserver import DevServer
 
 STOP_TIMEOUT_S = 300  # a worker under valgrind drains and writes its counts slowly
+START_TIMEOUT_S = 600  # its imports run about fifty times slower there
 
 
 def _control(pid: int, switch: str) -> None:
@@ -48,7 +51,21 @@ def _control(pid: int, switch: str) -> None:
 def start_counted_worker(address: str, scratch: Path, arm: str) -> WorkerProcess:
     """``WorkerProcess.start``'s worker, under Callgrind with counting off."""
     task_queue = f"bench-wi-{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen(
+    with (scratch / f"{arm}.valgrind.txt").open("w") as valgrind_output:
+        proc = _start(address, scratch, arm, task_queue, valgrind_output)
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+    line = proc.stdout.readline().decode().strip() if ready else "(nothing in time)"
+    if line != "READY":
+        proc.kill()
+        raise RuntimeError(f"the {arm} worker did not start under valgrind (said {line!r})")
+    return WorkerProcess(proc, task_queue)
+
+
+def _start(
+    address: str, scratch: Path, arm: str, task_queue: str, stderr: Any
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [
             *("valgrind", "--tool=callgrind", "--instr-atstart=no"),
             f"--callgrind-out-file={scratch}/callgrind.{arm}.out",
@@ -56,15 +73,9 @@ def start_counted_worker(address: str, scratch: Path, arm: str) -> WorkerProcess
         ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=(scratch / f"{arm}.valgrind.txt").open("w"),
+        stderr=stderr,
         cwd=Path(__file__).resolve().parent.parent,
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode().strip()
-    if line != "READY":
-        proc.kill()
-        raise RuntimeError(f"the {arm} worker did not start under valgrind (said {line!r})")
-    return WorkerProcess(proc, task_queue)
 
 
 async def count_arm(

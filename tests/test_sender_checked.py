@@ -4,6 +4,7 @@ its own for any input, however it was written."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import replace
 from typing import Any
@@ -14,6 +15,7 @@ from temporalio.client import Client
 from activities.game_master import GAME_TOOLS
 from activities.scripts import ATTACK_PLAN
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check.base import MAX_PROBLEMS
 from durable_plan.language.errors import PlanRejected
 from durable_plan.temporal import plan_worker
 from durable_plan.temporal.client import checked_input, plan_input
@@ -102,34 +104,47 @@ ATTACK_PLAN_FOR_REGISTRY = {
         ({"tool": "look_up_monster", "bind": {"name": "$string($now())"}}, "$now"),
         ({"tool": "look_up_monster", "bind": {"name": "steps.lookup.name"}}, "its own result"),
         ({"tool": "map", "args": {"over": [1], "do": {"tool": "nope"}}}, "unknown tool 'nope'"),
+        ({"tool": "look_up_monster", "args": {"nmae": "goblin"}}, "has no argument 'nmae'"),
+        ({"tool": "look_up_monster", "args": {"name": 7}}, "argument 'name' is invalid"),
+        ({"tool": "exit", "args": {"status": "maybe"}}, "status"),
+        (
+            {"tool": "agent", "args": {"prompt": "p", "output_schema": {}, "max_iterations": 999}},
+            "max_iterations",
+        ),
     ],
 )
 def test_the_rules_the_workflow_keeps_hold_for_any_input(
     step: dict[str, Any], expected: str
 ) -> None:
-    """Unknown tools, the owner's bounds, functions that would not replay, cycles, a map's
-    body, a step reading itself: refused whatever the input's level says."""
+    """Unknown tools, the owner's bounds, arguments, functions that would not replay, a
+    map's body, an exit's and an agent step's rules, a step reading itself: refused
+    whatever the input's level says."""
     assert expected in _refusal({"steps": [{"id": "lookup", **step}]})
 
 
 @pytest.mark.server
-async def test_an_argument_only_its_sender_checks_fails_its_step_at_run_time(
+async def test_a_binding_only_its_sender_checks_fails_its_step_at_run_time(
     client: Client, task_queue: str
 ) -> None:
-    """A misspelt argument in an input written by hand: at the sender-checked level the
-    step fails before the tool runs, naming the argument; below it the workflow refuses
-    the plan, as before."""
-    misspelt = {"steps": [{**ATTACK_PLAN["steps"][0], "args": {"nmae": "goblin"}}]}
-    first = ATTACK_PLAN["steps"][0]["id"]
+    """A binding of a field the tool's result shape lacks, in an input written by hand: at
+    the sender-checked level the step that reads it fails at run time, naming the binding,
+    and nothing after it runs; below that level the workflow refuses the plan, as before."""
+    misread = json.loads(json.dumps(ATTACK_PLAN))
+    misread["steps"][1]["bind"] = {"armour": "steps.lookup.armor"}
     async with plan_worker(client, task_queue=task_queue, registry=GAME_TOOLS):
-        sent = await _run(client, task_queue, _input(misspelt, level=SENDER_CHECKED_LEVEL))
-        older = await _run(client, task_queue, _input(misspelt, level=SENDER_CHECKED_LEVEL - 1))
+        sent = await _run(client, task_queue, _input(misread, level=SENDER_CHECKED_LEVEL))
+        older = await _run(client, task_queue, _input(misread, level=SENDER_CHECKED_LEVEL - 1))
     completed = sent.events[-1].workflow_execution_completed_event_attributes
     result = plan_result_of(json.loads(completed.result.payloads[0].data))
-    [line] = [line for line in result.ledger if line.id == first]
-    assert line.status == "failed" and line.error is not None and "nmae" in line.error
+    lines = {line.id: line for line in result.ledger}
+    assert lines["lookup"].status == "ok"
+    assert lines["attack"].status == "failed"
+    assert "binding 'armour' matched no value: steps.lookup has keys" in (
+        lines["attack"].error or ""
+    )
+    assert lines["damage"].status != "ok"
     refused = older.events[-1].workflow_execution_failed_event_attributes
-    assert "has no argument 'nmae'" in refused.failure.message
+    assert "steps.lookup has no field 'armor'" in refused.failure.message
 
 
 def test_a_cycle_is_refused_whatever_the_input_level() -> None:
@@ -141,3 +156,51 @@ def test_a_cycle_is_refused_whatever_the_input_level() -> None:
         ]
     }
     assert "dependency cycle" in _refusal(plan)
+
+
+def test_the_step_count_and_the_size_still_bound_a_sender_checked_input() -> None:
+    """Far over ``max_steps``, refused before any step is checked; over the plan's size,
+    the walk refuses it naming the bound (anyone may write an input at this level)."""
+    many = {"steps": [{"id": f"s{i}", "tool": "look_up_monstr"} for i in range(3000)]}
+    refusal = _refusal(many)
+    assert "the plan has 3000 steps; the limit is 32" in refusal and "unknown tool" not in refusal
+    big = {"steps": [{"id": "lookup", "tool": "look_up_monster", "args": {"name": "x" * 600_000}}]}
+    assert "KiB; the limit is 512 KiB" in _refusal(big)
+
+
+def test_a_duplicate_id_is_refused_whatever_the_input_level() -> None:
+    step = {"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}}
+    assert "is used more than once" in _refusal({"steps": [step, step]})
+
+
+def test_checked_input_refuses_a_plan_not_checked_for_a_durable_run() -> None:
+    with pytest.raises(ValueError, match="durable=True"):
+        checked_input(check_plan(ATTACK_PLAN, catalog=None), {})
+
+
+def test_past_the_listed_problems_no_suggestion_is_searched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thousands of misspelt ids in a plan within its size: each "did you mean" compares a
+    name with every candidate, so only the listed problems get one (it took seconds)."""
+    searched = []
+    real = difflib.get_close_matches
+
+    def counted(*args: Any, **kwargs: Any) -> list[str]:
+        searched.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(difflib, "get_close_matches", counted)
+    steps: list[dict[str, Any]] = [
+        {"id": f"s{i}", "tool": "look_up_monster", "args": {"name": "goblin"}} for i in range(8)
+    ]
+    steps[0]["after"] = [f"x{i}" for i in range(5000)]
+    for checked_by_sender in (False, True):
+        searched.clear()
+        request = replace(
+            _as_the_workflow_reads_it(ATTACK_PLAN_FOR_REGISTRY), plan={"steps": steps}
+        )
+        with pytest.raises(PlanRejected) as refused:
+            _workflow_check(request, checked_by_sender=checked_by_sender)
+        assert len(refused.value.problems) == MAX_PROBLEMS
+        assert len(searched) <= MAX_PROBLEMS

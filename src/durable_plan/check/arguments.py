@@ -3,7 +3,6 @@ the owner's rules (a step may only tighten them)."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,8 +69,8 @@ class ArgumentChecks(CheckerState):
                 f"bind.{name}",
             )
         for name in () if open_ended else sorted(given - set(props)):
-            close = difflib.get_close_matches(name, list(props), n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
+            close = self._closest(name, props)
+            hint = f"did you mean '{close}'? " if close else ""
             fld = f"bind.{name}" if name in step.bind else f"args.{name}"
             self.add(
                 "bad_argument",

@@ -63,6 +63,20 @@ class CheckerState:
         if len(self.problems) > MAX_PROBLEMS:
             del self.problems[MAX_PROBLEMS:]
 
+    def _closest(self, name: str, candidates: Iterable[str]) -> str | None:
+        """The candidate closest to ``name`` (difflib's, for a problem's "did you mean"), or
+        None; always None once ``MAX_PROBLEMS`` are listed: the plan is refused anyway, no
+        more problems are listed, and a plan of thousands of misspelt names must not cost a
+        string comparison against every candidate for each of them."""
+        if len(self.problems) >= MAX_PROBLEMS:
+            return None
+        close = difflib.get_close_matches(name, list(candidates), n=1)
+        return close[0] if close else None
+
+    def _suggest(self, ref: str, ids: Iterable[str], fallback: str) -> str:
+        close = self._closest(ref, ids)
+        return f"did you mean '{close}'?" if close else fallback
+
     @contextlib.contextmanager
     def _rules_on_problems(self, kind: str, rules: str) -> Iterator[None]:
         """A problem found meanwhile sends ``rules`` (how to write ``kind``) with the rejection."""
@@ -86,8 +100,3 @@ class CheckerState:
 _UNION_TAGS = frozenset(
     {"str", "int", "float", "bool", "list", "dict", "list[...]", "dict[str,...]"}
 )
-
-
-def _suggest(ref: str, ids: Iterable[str], fallback: str) -> str:
-    close = difflib.get_close_matches(ref, sorted(ids), n=1)
-    return f"did you mean '{close[0]}'?" if close else fallback

@@ -18,13 +18,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from durable_plan.check.base import _UNION_TAGS
+from durable_plan.check.base import _UNION_TAGS, MAX_PROBLEMS
 from durable_plan.check.catalog import ToolCatalog, ToolSpec
 from durable_plan.check.checked import CheckedPlan, CheckedStep
 from durable_plan.check.dataflow import _Parsed
 from durable_plan.check.graph import _find_cycles, _levels
 from durable_plan.check.shape_checks import ShapeChecks
 from durable_plan.language.errors import PlanRejected, StepError
+from durable_plan.language.json_text import compact_json
 from durable_plan.language.limits import (
     MAX_PLAN_BYTES,
     ValueTooLarge,
@@ -55,17 +56,17 @@ def check_plan(
 
     ``checked_by_sender``: the plan is the input of a plan workflow whose sender checked
     it as this does, against the same tool table (``checked_input``; the input says so by
-    its ``patch_level``, ``SENDER_CHECKED_LEVEL``). Every rule the workflow keeps is checked
-    again, since anyone who may start a workflow may write its input: the schema, ids, each
-    step's tool (known, plannable, the owner's rules, an agent step's bounds and schemas, a
-    map's body), every expression (its size, its durable functions), the graph. Three
-    checks are left to the sender, each of which only improves a refusal the model reads
-    and guards nothing the run relies on: the walk of the raw JSON (the input arrived as
-    JSON within the server's payload limit, and the schema still bounds every field), a
-    tool's arguments against its schema (the tool's wrapper validates them before it runs,
-    and a bad one fails that step), and bindings against the tools' result shapes (a value
-    of the wrong shape fails the step that reads it). For a plan the full check accepts,
-    the result is the same ``CheckedPlan`` (tests/test_sender_checked.py).
+    its ``patch_level``, ``SENDER_CHECKED_LEVEL``). Every rule the run relies on is checked
+    again, since anyone who may start a workflow may write its input: the step count and
+    size, the schema, ids, each step's tool (known, plannable, its arguments, the owner's
+    rules, an agent step's bounds and schemas, a map's body), every expression (its size,
+    its durable functions), the graph. Two checks are left to the sender: the walk of the
+    raw JSON's values (finite numbers, 64-bit integers, nesting; a value the run cannot
+    take fails the step that meets it), and bindings against the tools' result shapes
+    (static typing at its best effort: a value from a result of unknown shape is never
+    typed, and plans recorded before return shapes were checked without it). For a plan
+    the full check accepts, the result is the same ``CheckedPlan``
+    (tests/test_sender_checked.py).
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
@@ -98,11 +99,10 @@ class _Checker(ShapeChecks):
     dataflow against return shapes."""
 
     def run(self, raw: Plan | Mapping[str, Any] | str) -> CheckedPlan:
-        # Skipped for a plan its sender checked (``check_plan``): each only adds problems,
-        # none changes what the runners get, and none guards a rule the workflow keeps.
+        # Lighter for a plan its sender checked (``check_plan``): the admission and the
+        # shapes only add problems, and change nothing of what the runners get.
         full = not self.checked_by_sender
-        if full:
-            raw = self._admit(raw)
+        raw = self._admit(raw) if full else self._admit_sent(raw)
         plan, steps, returns, raw_ids = self._parse(raw)
         if len(steps) > self.max_steps:
             self._step_limit(len(steps))
@@ -177,6 +177,20 @@ class _Checker(ShapeChecks):
             except StepError as exc:
                 self._reject_value(exc, raw)
         return raw
+
+    def _admit_sent(self, raw: Plan | Mapping[str, Any] | str) -> Plan | Mapping[str, Any] | str:
+        """``_admit`` for a plan its sender checked: the step count and the size still bound
+        what the check spends, and only a plan over the size is walked (for the walk's
+        refusal, naming the bound). The values' own rules (finite numbers, 64-bit integers,
+        100 deep) are the sender's: the run refuses such a value where it meets one."""
+        if not isinstance(raw, Mapping):
+            return self._admit(raw)
+        self._admit_steps(raw.get("steps"))
+        try:
+            size = len(compact_json(raw))  # ASCII: no fewer characters than UTF-8 bytes
+        except (TypeError, ValueError, RecursionError):
+            return self._admit(raw)
+        return raw if size <= MAX_PLAN_BYTES else self._admit(raw)
 
     def _admit_steps(self, steps: Any) -> None:
         # Slightly over the limit, every other problem is still worth reporting (one
@@ -287,6 +301,8 @@ class _Checker(ShapeChecks):
         names = plan_field_names()
         raw_steps = raw.get("steps")
         for err in exc.errors():
+            if len(self.problems) >= MAX_PROBLEMS:
+                break  # no more are listed (each would cost a "did you mean" search)
             loc = list(err["loc"])
             step_name: str | None = None
             kind = "plan"

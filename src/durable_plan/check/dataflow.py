@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from durable_plan import expressions
-from durable_plan.check.base import _suggest
 from durable_plan.check.checked import CheckedBody
 from durable_plan.check.kinds import KindChecks
 from durable_plan.expressions import Expression, ExpressionSyntaxError
@@ -58,7 +57,7 @@ class DataflowChecks(KindChecks):
                 self.add(
                     "dangling_reference",
                     f"waits for '{ref}', but no step has that id",
-                    _suggest(ref, ids, "list ids of other steps"),
+                    self._suggest(ref, ids, "list ids of other steps"),
                     step.id,
                     "after",
                 )
@@ -201,7 +200,7 @@ class DataflowChecks(KindChecks):
                 self.add(
                     "dangling_reference",
                     f"reads steps.{ref}, but no step has id '{ref}'",
-                    _suggest(ref, ids, "use the id of an earlier step"),
+                    self._suggest(ref, ids, "use the id of an earlier step"),
                     step.id,
                     fld,
                 )
@@ -346,7 +345,7 @@ class DataflowChecks(KindChecks):
                 self.add(
                     "returns",
                     f"returns '{ref}', but no step has that id",
-                    _suggest(ref, ids, "list step ids"),
+                    self._suggest(ref, ids, "list step ids"),
                     None,
                     "returns",
                 )

@@ -3,7 +3,6 @@ a map or reduce (over, concurrency, and its body as a step), an exit."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,8 +50,8 @@ class KindChecks(ArgumentChecks):
         spec = self.catalog.tools.get(step.tool)
         if spec is None:
             plannable = self.catalog.plannable  # sorted: only a refusal lists them
-            close = difflib.get_close_matches(step.tool, plannable, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
+            close = self._closest(step.tool, plannable)
+            hint = f"did you mean '{close}'? " if close else ""
             listed = ", ".join(plannable) or "none"
             self.add(
                 "unknown_tool",
@@ -72,8 +71,8 @@ class KindChecks(ArgumentChecks):
                 "tool",
             )
             return
-        if spec.input_schema is not None and not self.checked_by_sender:
-            self._check_arguments(step, spec.input_schema)  # also by the tool's wrapper
+        if spec.input_schema is not None:
+            self._check_arguments(step, spec.input_schema)
         if spec.options is not None:
             self._check_owner_rules(step, spec.options)
 
@@ -214,8 +213,8 @@ class KindChecks(ArgumentChecks):
 
     def _unknown_args(self, step: Step, names: tuple[str, ...]) -> None:
         for name in sorted((set(step.args) | set(step.bind)) - set(names)):
-            close = difflib.get_close_matches(name, names, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
+            close = self._closest(name, names)
+            hint = f"did you mean '{close}'? " if close else ""
             where = "bind" if name in step.bind else "args"
             self.add(
                 "bad_argument",

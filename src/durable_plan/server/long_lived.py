@@ -14,14 +14,13 @@ long-lived worker's collections off them). Reference counting still frees every 
 only a reference cycle among the frozen objects that later became garbage would stay.
 
 The youngest generation is then collected every ``YOUNG_GENERATION`` net allocations of
-container objects instead of Python's 700 (CPython 3.13 raised its own default to 2,000 for
-the same reason). Each workflow in the worker's cache holds a few hundred live objects
-between its activations, and a workflow's state becomes garbage only when the SDK's
-instance, a reference cycle, is collected: at 700 the collector ran about every eighteen
-plan steps and mostly walked objects still in use. At 10,000, ``bench.throughput`` (100
-plans at once) measured 0.02 ms of collection CPU per plan step where it was 0.08-0.09 (bare
-Temporal: 0.006 where 0.017), for a few MiB more of resident memory (garbage cycles wait a
-little longer).
+container objects instead of Python's 700. Each workflow in the worker's cache holds a few
+hundred live objects between its activations, and a workflow's state becomes garbage only
+when the SDK's instance, a reference cycle, is collected: at 700 the collector ran every few
+plan steps and mostly walked objects still in use. At 10,000, ``bench.throughput`` (full run,
+up to 200 plans at once) measured 0.06 ms of collection CPU per plan step where it was
+0.09-0.12 (bare Temporal: 0.005 where 0.02), for a few MiB more of resident memory (garbage
+cycles wait a little longer).
 
 A process-wide setting, so the library never makes it on its own: ``worker.py`` and
 ``durable-plan worker`` call ``freeze_startup_objects`` once their worker is built, and a

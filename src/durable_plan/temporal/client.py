@@ -207,6 +207,8 @@ def checked_input(checked: CheckedPlan, tools: dict[str, ToolOptions], **fields:
     may call and nothing else (the table is in the plan's history, and an agent step's
     in its child's: a registry's other tools would be carried by every plan). A tool's
     description only travels when an agent step may call it: no model reads it else."""
+    if not checked.durable:
+        raise ValueError("checked_input needs a plan checked for a durable run (durable=True)")
     plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
     named, agent_tools = checked.tools_called(list(tools))
     table = {

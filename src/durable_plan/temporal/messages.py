@@ -40,11 +40,11 @@ asked or recorded; a lower level gets the full forms, as before."""
 SENDER_CHECKED_LEVEL = 7
 """``PlanInput.patch_level`` from which the input's sender checked the plan as the workflow
 would (``checked_input`` takes a ``CheckedPlan`` checked for a durable run, and writes this
-level): the workflow derives what it runs from the plan without repeating the checks that
-only refuse (``check_plan(checked_by_sender=True)``), a third of a plan's own work on the
-worker that was spent checking a plan twice (issue 31). Not a workflow patch: nothing is
-asked or recorded; a lower level (an input written before it) is checked in full, as
-before, and a replay reads the level from the recorded input."""
+level): the workflow then skips the two checks that only refuse, the walk of the raw JSON's
+values and the bindings against result shapes (``check_plan(checked_by_sender=True)``),
+and checks every rule the run relies on as before. Not a workflow patch: nothing is asked or
+recorded; a lower level (an input written before it) is checked in full, as before, and a
+replay reads the level from the recorded input."""
 COMPACT_REQUEST = 2
 """``"v"`` of a ``StepRequest`` in its compact form (``to_compact_wire``), whose caller
 reads ``StepResponse``'s compact form."""
