@@ -58,6 +58,7 @@ def start_counted_worker(address: str, scratch: Path, arm: str) -> WorkerProcess
     line = proc.stdout.readline().decode().strip() if ready else "(nothing in time)"
     if line != "READY":
         proc.kill()
+        proc.wait()
         raise RuntimeError(f"the {arm} worker did not start under valgrind (said {line!r})")
     return WorkerProcess(proc, task_queue)
 

@@ -178,11 +178,37 @@ def test_checked_input_refuses_a_plan_not_checked_for_a_durable_run() -> None:
         checked_input(check_plan(ATTACK_PLAN, catalog=None), {})
 
 
+def _dangling_ids() -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = [
+        {"id": f"s{i}", "tool": "look_up_monster", "args": {"name": "goblin"}} for i in range(8)
+    ]
+    steps[0]["after"] = [f"x{i}" for i in range(5000)]
+    return steps
+
+
+def _unknown_fields() -> list[dict[str, Any]]:
+    step = {"id": "s0", "tool": "look_up_monster", "args": {"name": "goblin"}}
+    return [{**step, **{f"field{i}": 1 for i in range(3000)}}]
+
+
+def _unknown_agent_args() -> list[dict[str, Any]]:
+    args = {"prompt": "p", "output_schema": {}, **{f"arg{i}": 1 for i in range(3000)}}
+    return [{"id": "s0", "tool": "agent", "args": args}]
+
+
+def _unmatched_tool_patterns() -> list[dict[str, Any]]:
+    args = {"prompt": "p", "output_schema": {}, "tools": [f"zz{i}" for i in range(3000)]}
+    return [{"id": "s0", "tool": "agent", "args": args}]
+
+
+@pytest.mark.parametrize(
+    "steps", [_dangling_ids, _unknown_fields, _unknown_agent_args, _unmatched_tool_patterns]
+)
 def test_past_the_listed_problems_no_suggestion_is_searched(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, steps: Any
 ) -> None:
-    """Thousands of misspelt ids in a plan within its size: each "did you mean" compares a
-    name with every candidate, so only the listed problems get one (it took seconds)."""
+    """Thousands of misspelt names in a plan within its size: each "did you mean" compares
+    a name with every candidate, so only the listed problems get one (it took seconds)."""
     searched = []
     real = difflib.get_close_matches
 
@@ -191,16 +217,19 @@ def test_past_the_listed_problems_no_suggestion_is_searched(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(difflib, "get_close_matches", counted)
-    steps: list[dict[str, Any]] = [
-        {"id": f"s{i}", "tool": "look_up_monster", "args": {"name": "goblin"}} for i in range(8)
-    ]
-    steps[0]["after"] = [f"x{i}" for i in range(5000)]
     for checked_by_sender in (False, True):
         searched.clear()
-        request = replace(
-            _as_the_workflow_reads_it(ATTACK_PLAN_FOR_REGISTRY), plan={"steps": steps}
-        )
+        sent = _as_the_workflow_reads_it(ATTACK_PLAN_FOR_REGISTRY)
+        request = replace(sent, plan={"steps": steps()})
         with pytest.raises(PlanRejected) as refused:
             _workflow_check(request, checked_by_sender=checked_by_sender)
         assert len(refused.value.problems) == MAX_PROBLEMS
         assert len(searched) <= MAX_PROBLEMS
+
+
+def test_a_sender_checked_plan_is_walked_where_the_walk_could_refuse_its_size() -> None:
+    """Small numbers cost the walk four times their text: 140 KB of ``1,`` is over the
+    limit for the full check, and so for a plan its sender is said to have checked."""
+    step = {"id": "lookup", "tool": "look_up_monster", "args": {"name": "goblin"}}
+    refusal = _refusal({"steps": [{**step, "after": [1] * 70_000}]})
+    assert "KiB; the limit is 512 KiB" in refusal

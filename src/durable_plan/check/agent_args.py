@@ -3,8 +3,7 @@ and the fix (the loop itself is ``run.agent_loop``; its contract ``language.agen
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,11 @@ from durable_plan.language.agent_step import (
 from durable_plan.language.patterns import matches_patterns
 
 Report = Callable[[str, str, str, str], None]
+
+
+Closest = Callable[[str, Iterable[str]], "str | None"]
+"""The checker's "did you mean" (``CheckerState._closest``): None once no more problems are
+listed."""
 """(code, message, fix, field) -> records a problem for the step being checked."""
 
 
@@ -40,13 +44,22 @@ class AgentCatalogView:
 
 
 def check_agent_args(
-    args: Mapping[str, Any], bind: Mapping[str, str], view: AgentCatalogView, report: Report
+    args: Mapping[str, Any],
+    bind: Mapping[str, str],
+    view: AgentCatalogView,
+    report: Report,
+    closest: Closest,
+    listed_all: Callable[[], bool],
 ) -> None:
-    """Report every problem with an agent step's input (templates are parsed elsewhere)."""
+    """Report every problem with an agent step's input (templates are parsed elsewhere).
+    ``closest``: the checker's "did you mean"; ``listed_all``: no more problems are listed
+    (the plan is refused anyway), where the loops over names and patterns stop."""
     given = set(args) | set(bind)
     for name in sorted(given - set(AGENT_ARGS)):
-        close = difflib.get_close_matches(name, AGENT_ARGS, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
+        if listed_all():
+            break
+        close = closest(name, AGENT_ARGS)
+        hint = f"did you mean '{close}'? " if close else ""
         where = "bind" if name in bind else "args"
         report(
             "bad_argument",
@@ -74,7 +87,7 @@ def check_agent_args(
         if name in args and not isinstance(args[name], str):
             report("bad_argument", f"'{name}' must be a string", "write it as text", f"args.{name}")
     _check_schema(args, report)
-    _check_tools(args.get("tools"), "tools" in args, view, report)
+    _check_tools(args.get("tools"), "tools" in args, view, report, closest, listed_all)
     _check_iterations(args, report, view.max_rounds)
     model = args.get("model")
     if "model" in args and not (isinstance(model, str) and model):
@@ -128,7 +141,14 @@ def _check_schema(args: Mapping[str, Any], report: Report) -> None:
         )
 
 
-def _check_tools(tools: Any, given: bool, view: AgentCatalogView, report: Report) -> None:
+def _check_tools(
+    tools: Any,
+    given: bool,
+    view: AgentCatalogView,
+    report: Report,
+    closest: Closest,
+    listed_all: Callable[[], bool],
+) -> None:
     if not given:
         return
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
@@ -146,6 +166,8 @@ def _check_tools(tools: Any, given: bool, view: AgentCatalogView, report: Report
         return
     available = [n for n in view.plannable if n not in RESERVED_TOOL_NAMES]
     for pattern in tools:
+        if listed_all():
+            return  # the plan is refused anyway; no more patterns are matched
         body = pattern.removeprefix("!")
         if not any(matches_patterns(n, [body]) for n in available):
             refused = [
@@ -164,8 +186,8 @@ def _check_tools(tools: Any, given: bool, view: AgentCatalogView, report: Report
                     "args.tools",
                 )
                 continue
-            close = difflib.get_close_matches(body, available, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
+            close = closest(body, available)
+            hint = f"did you mean '{close}'? " if close else ""
             report(
                 "bad_argument",
                 f"tools pattern '{pattern}' matches no tool an agent step may use",

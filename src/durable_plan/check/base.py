@@ -63,12 +63,16 @@ class CheckerState:
         if len(self.problems) > MAX_PROBLEMS:
             del self.problems[MAX_PROBLEMS:]
 
+    def _listed_all(self) -> bool:
+        """No more problems are listed: the plan is refused, whatever else is found."""
+        return len(self.problems) >= MAX_PROBLEMS
+
     def _closest(self, name: str, candidates: Iterable[str]) -> str | None:
         """The candidate closest to ``name`` (difflib's, for a problem's "did you mean"), or
         None; always None once ``MAX_PROBLEMS`` are listed: the plan is refused anyway, no
         more problems are listed, and a plan of thousands of misspelt names must not cost a
         string comparison against every candidate for each of them."""
-        if len(self.problems) >= MAX_PROBLEMS:
+        if self._listed_all():
             return None
         close = difflib.get_close_matches(name, list(candidates), n=1)
         return close[0] if close else None

@@ -87,6 +87,11 @@ def check_plan(
     return replace(checker.run(raw), inputs=values)
 
 
+_WALK_CHARGE_PER_CHAR = 4
+"""The most ``plain_json`` charges per character of the compact text (a one-digit number and
+its comma: 8 bytes for 2 characters)."""
+
+
 def _in_plan_order(ids: frozenset[str], position: Mapping[str, int]) -> tuple[str, ...]:
     """``ids`` in the order their steps are listed (most steps wait for one or none)."""
     if len(ids) < 2:
@@ -179,18 +184,22 @@ class _Checker(ShapeChecks):
         return raw
 
     def _admit_sent(self, raw: Plan | Mapping[str, Any] | str) -> Plan | Mapping[str, Any] | str:
-        """``_admit`` for a plan its sender checked: the step count and the size still bound
-        what the check spends, and only a plan over the size is walked (for the walk's
-        refusal, naming the bound). The values' own rules (finite numbers, 64-bit integers,
-        100 deep) are the sender's: the run refuses such a value where it meets one."""
+        """``_admit`` for a plan its sender checked: the step count and the size bound what
+        the check spends as they bound the full check, and a plan of a few KiB (a quarter
+        of the size limit) is not walked. What the walk alone refuses in such a plan is left
+        to its sender: integers over 64 bits and values nested past 100 (the plan's schema
+        still refuses NaN and infinities, and nesting past about 250)."""
         if not isinstance(raw, Mapping):
             return self._admit(raw)
         self._admit_steps(raw.get("steps"))
         try:
-            size = len(compact_json(raw))  # ASCII: no fewer characters than UTF-8 bytes
+            size = len(compact_json(raw))
         except (TypeError, ValueError, RecursionError):
             return self._admit(raw)
-        return raw if size <= MAX_PLAN_BYTES else self._admit(raw)
+        # The walk charges a value more than its text (a number 8 bytes, ``1,`` is 2): at most
+        # four times the compact text, never fewer bytes (its escapes are ASCII). So a plan
+        # the walk could refuse for its size is walked: the bound is the full check's.
+        return raw if _WALK_CHARGE_PER_CHAR * size <= MAX_PLAN_BYTES else self._admit(raw)
 
     def _admit_steps(self, steps: Any) -> None:
         # Slightly over the limit, every other problem is still worth reporting (one

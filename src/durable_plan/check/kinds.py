@@ -92,7 +92,7 @@ class KindChecks(ArgumentChecks):
         def report(code: Any, message: str, fix: str, fld: str) -> None:
             self.add(code, message, fix, step.id, fld)
 
-        check_agent_args(step.args, step.bind, view, report)
+        check_agent_args(step.args, step.bind, view, report, self._closest, self._listed_all)
         if step.local:
             report(
                 "owner_rule",
