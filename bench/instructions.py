@@ -152,17 +152,24 @@ async def main(args: argparse.Namespace) -> int:
         f"{machine_line(load_start)}; {plans} histories per arm, "
         f"{time.perf_counter() - started:.0f} s"
     )
+    print_counts(per_step)
+    return 0
+
+
+def print_counts(per_step: dict[str, float]) -> None:
+    """The table of instructions per step by arm, then each plan arm's extra over its bare
+    arm (where both were counted)."""
     print()
     print("| arm | instructions per step |")
     print("| --- | ---: |")
-    for arm in ARMS:
-        print(f"| {arm} | {per_step[arm]:,.0f} |")
+    for arm, count in per_step.items():
+        print(f"| {arm} | {count:,.0f} |")
     print()
     for plan_arm, bare_arm in (("plan", "bare"), ("plan-l", "bare-l")):
-        extra = per_step[plan_arm] - per_step[bare_arm]
-        ratio = per_step[plan_arm] / per_step[bare_arm]
-        print(f"  {plan_arm} - {bare_arm}: {extra:+,.0f} instructions per step ({ratio:.2f}x)")
-    return 0
+        if plan_arm in per_step and bare_arm in per_step:
+            extra = per_step[plan_arm] - per_step[bare_arm]
+            ratio = per_step[plan_arm] / per_step[bare_arm]
+            print(f"  {plan_arm} - {bare_arm}: {extra:+,.0f} instructions per step ({ratio:.2f}x)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -35,7 +35,7 @@ from typing import Any
 from temporalio.client import Client
 
 from bench._report import command_line, machine_line, server_version
-from bench.instructions import collected
+from bench.instructions import collected, print_counts
 from bench.throughput import ARMS, STEPS, WorkerProcess, one_round
 from durable_plan.server.connection import run_script
 from durable_plan.server.devserver import DevServer
@@ -126,17 +126,7 @@ async def main(args: argparse.Namespace) -> int:
     print(
         f"{machine_line(load_start, version, extra=extra)}; {time.perf_counter() - started:.0f} s"
     )
-    print()
-    print("| arm | instructions per step |")
-    print("| --- | ---: |")
-    for arm in arms:
-        print(f"| {arm} | {per_step[arm]:,.0f} |")
-    print()
-    for plan_arm, bare_arm in (("plan", "bare"), ("plan-l", "bare-l")):
-        if plan_arm in per_step and bare_arm in per_step:
-            more = per_step[plan_arm] - per_step[bare_arm]
-            ratio = per_step[plan_arm] / per_step[bare_arm]
-            print(f"  {plan_arm} - {bare_arm}: {more:+,.0f} instructions per step ({ratio:.2f}x)")
+    print_counts(per_step)
     return 0
 
 
