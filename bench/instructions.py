@@ -124,13 +124,7 @@ async def main(args: argparse.Namespace) -> int:
     if args.replay is not None:
         print(f"STEPS {await replay_counted(Path(args.histories), args.replay)}", flush=True)
         return 0
-    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
-    if missing:
-        print(
-            f"bench.instructions needs {' and '.join(missing)} (Callgrind counts the "
-            "instructions): install valgrind, e.g. `apt install valgrind`",
-            file=sys.stderr,
-        )
+    if not valgrind_found("bench.instructions"):
         return 2
     started = time.perf_counter()
     load_start = os.getloadavg()[0]
@@ -154,6 +148,18 @@ async def main(args: argparse.Namespace) -> int:
     )
     print_counts(per_step)
     return 0
+
+
+def valgrind_found(bench: str) -> bool:
+    """True if valgrind and its control tool are on the PATH; else says what to install."""
+    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
+    if missing:
+        print(
+            f"{bench} needs {' and '.join(missing)} (Callgrind counts the "
+            "instructions): install valgrind, e.g. `apt install valgrind`",
+            file=sys.stderr,
+        )
+    return not missing
 
 
 def print_counts(per_step: dict[str, float]) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from typing import Any
 from temporalio.client import Client
 
 from bench._report import command_line, machine_line, server_version
-from bench.instructions import collected, print_counts
+from bench.instructions import collected, print_counts, valgrind_found
 from bench.throughput import ARMS, STEPS, WorkerProcess, one_round
 from durable_plan.server.connection import run_script
 from durable_plan.server.devserver import DevServer
@@ -101,13 +100,7 @@ async def count_arm(
 
 
 async def main(args: argparse.Namespace) -> int:
-    missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
-    if missing:
-        print(
-            f"bench.worker_instructions needs {' and '.join(missing)} (Callgrind counts the "
-            "instructions): install valgrind, e.g. `apt install valgrind`",
-            file=sys.stderr,
-        )
+    if not valgrind_found("bench.worker_instructions"):
         return 2
     arms = args.arm or list(ARMS)
     started = time.perf_counter()
