@@ -18,12 +18,11 @@ from durable_plan.language.agent_step import (
 from durable_plan.language.patterns import matches_patterns
 
 Report = Callable[[str, str, str, str], None]
+"""(code, message, fix, field) -> records a problem for the step being checked."""
 
-
-Closest = Callable[[str, Iterable[str]], "str | None"]
+Closest = Callable[[str, Iterable[str]], str | None]
 """The checker's "did you mean" (``CheckerState._closest``): None once no more problems are
 listed."""
-"""(code, message, fix, field) -> records a problem for the step being checked."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ class CheckerState:
         max_steps: int,
         durable: bool,
         prior: Collection[str] | None = None,
+        *,
+        checked_by_sender: bool = False,
     ) -> None:
         self.catalog = catalog
         self.max_steps = max_steps
@@ -43,7 +45,7 @@ class CheckerState:
         self._expression_chars = 0
         self.rules: dict[str, str] = {}
         """How to write each step kind a problem was found in, sent with the rejection."""
-        self.checked_by_sender = False
+        self.checked_by_sender = checked_by_sender
         """``check_plan(checked_by_sender=True)``: checks left to the sender are skipped."""
 
     def add(self, code: Any, message: str, fix: str, step: str | None, fld: str | None) -> None:

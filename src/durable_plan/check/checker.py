@@ -61,17 +61,16 @@ def check_plan(
     size, the schema, ids, each step's tool (known, plannable, its arguments, the owner's
     rules, an agent step's bounds and schemas, a map's body), every expression (its size,
     its durable functions), the graph. Two checks are left to the sender: the walk of the
-    raw JSON's values (finite numbers, 64-bit integers, nesting; a value the run cannot
-    take fails the step that meets it), and bindings against the tools' result shapes
-    (static typing at its best effort: a value from a result of unknown shape is never
-    typed, and plans recorded before return shapes were checked without it). For a plan
+    raw JSON's values in a plan of a few KiB (``_Checker._admit_sent``: integers over 64
+    bits, nesting past 100), and bindings against the tools' result shapes (static typing
+    at its best effort: a value from a result of unknown shape is never typed, and plans
+    recorded before return shapes were checked without it). For a plan
     the full check accepts, the result is the same ``CheckedPlan``
     (tests/test_sender_checked.py).
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
-    checker = _Checker(catalog, max_steps, durable, prior)
-    checker.checked_by_sender = checked_by_sender
+    checker = _Checker(catalog, max_steps, durable, prior, checked_by_sender=checked_by_sender)
     if inputs is None:
         return checker.run(raw)
     checker.roots = ("inputs",)
