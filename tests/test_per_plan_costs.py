@@ -314,3 +314,44 @@ async def test_a_plain_path_through_nested_lists_still_fails_on_a_missing_field(
     assert failed.status == "failed"
     assert failed.error is not None and "matched no value" in failed.error
     assert "steps.a.l is a list whose items have keys" in failed.error
+
+
+def test_a_finished_run_makes_its_result_once() -> None:
+    """The durable runner bounds the result, then announces the end: both read the one
+    result the run made (issue 31), equal to what a run asked only once makes."""
+    from durable_plan.check import check_plan
+    from durable_plan.run.engine import PlanRun
+
+    def finished_run() -> PlanRun:
+        run = PlanRun(
+            check_plan(
+                {
+                    "steps": [
+                        {"id": "a", "tool": "t", "args": {"n": 1}},
+                        {"id": "b", "tool": "t", "bind": {"n": "steps.a.n"}},
+                    ],
+                    "returns": ["b"],
+                }
+            )
+        )
+        while calls := run.next_calls():
+            for call in calls:
+                run.record_result(call.step_id, {"n": call.args["n"] + 1}, duration_ms=0.5)
+        return run
+
+    run = finished_run()
+    first = run.result()
+    assert run.result() is first
+    assert run.finish() is first
+    assert finished_run().finish() == first
+    assert first.returned == {"b": {"n": 3}}
+
+
+def test_a_running_plan_has_no_result_yet() -> None:
+    from durable_plan.check import check_plan
+    from durable_plan.run.engine import PlanRun
+
+    run = PlanRun(check_plan({"steps": [{"id": "a", "tool": "t", "args": {}}]}))
+    run.next_calls()
+    with pytest.raises(RuntimeError, match="still running"):
+        run.result()

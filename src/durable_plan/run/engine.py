@@ -72,6 +72,7 @@ class PlanRun:
         self._finished_emitted = False
         self._usage: dict[str, dict[str, int]] = {}  # agent step -> its model tokens
         self._exited: dict[str, Any] | None = None
+        self._result: PlanResult | None = None
         plan = checked.plan
         self._scheduler = Scheduler(
             {sid: cs.deps for sid, cs in checked.steps.items()},
@@ -177,7 +178,11 @@ class PlanRun:
         self._end(step_id, "failed", error, duration_ms, attempts)
 
     def result(self) -> PlanResult:
-        """The final result; valid once ``finished``."""
+        """The final result; valid once ``finished``. Made once (nothing changes after the
+        last step ends, and the result is frozen): the durable runner asks for it to bound
+        the workflow's result and again to announce the end (issue 31)."""
+        if self._result is not None:
+            return self._result
         if not self.finished:
             raise RuntimeError("the plan is still running")
         ledger = [self._outcomes[sid] for sid in self._checked.steps]
@@ -205,6 +210,7 @@ class PlanRun:
             exited=exited,
             usage=self.usage(),
         )
+        self._result = result
         return result
 
     def finish(self) -> PlanResult:
