@@ -349,7 +349,11 @@ def _report(
             base = n / _median_sample(samples[bare, n]).wall_s
             ratio = ours / base
             verdict = "PASS" if ratio >= TARGET_RATIO else "MISS"
-            print(f"  {verdict}  N={n:<4} {arm:<7} {ratio:.2f} of {bare}")
+            low, high = paired_range(samples[arm, n], samples[bare, n])
+            print(
+                f"  {verdict}  N={n:<4} {arm:<7} {ratio:.2f} of {bare} "
+                f"(repeat by repeat {low:.2f}-{high:.2f})"
+            )
     print(
         f"\nworker CPU per step, plan - bare (target: at most {CPU_EXTRA_MS} ms from "
         f"{CPU_TARGET_FROM} plans at once; fewer are a few clock ticks of CPU):"
@@ -367,6 +371,13 @@ def _report(
                 f"  {verdict}  N={n:<4} {arm:<7} {extra:+.2f} ms "
                 f"(Python threads {python:+.2f}, the SDK core's {extra - python:+.2f})"
             )
+
+
+def paired_range(ours: Sequence[Sample], bare: Sequence[Sample]) -> tuple[float, float]:
+    """The lowest and highest plans/s ratio of one repeat's two rounds (run back to back, in
+    shuffled order): how far this machine moved the verdict's median between repeats."""
+    ratios = [b.wall_s / o.wall_s for o, b in zip(ours, bare, strict=True)]
+    return min(ratios), max(ratios)
 
 
 def _cpu_ms_per_step(samples: Sequence[Sample], n: int, *, python: bool = False) -> float:

@@ -8,7 +8,7 @@ import sys
 
 from temporalio.client import Client
 
-from bench.throughput import STEPS, WorkerProcess, one_round
+from bench.throughput import STEPS, Sample, WorkerProcess, one_round, paired_range
 
 SPIN = """
 import sys, threading, time
@@ -117,3 +117,11 @@ def test_the_young_generation_threshold_is_only_raised() -> None:
     """A process that chose a larger batch (or disabled collection: 0) keeps its choice."""
     assert int(_freeze_in_a_process(80_000)[3]) == 80_000
     assert int(_freeze_in_a_process(0)[3]) == 0
+
+
+def test_the_spread_pairs_each_repeats_two_rounds() -> None:
+    """Repeat by repeat, bare's wall time over the plan's (plans/s of the plan over bare's),
+    never a plan round against another repeat's bare round."""
+    ours = [Sample(2.0, 0, 0), Sample(1.0, 0, 0), Sample(4.0, 0, 0)]
+    bare = [Sample(1.8, 0, 0), Sample(1.0, 0, 0), Sample(2.0, 0, 0)]
+    assert paired_range(ours, bare) == (0.5, 1.0)
