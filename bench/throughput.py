@@ -374,8 +374,9 @@ def _report(
 
 
 def paired_range(ours: Sequence[Sample], bare: Sequence[Sample]) -> tuple[float, float]:
-    """The lowest and highest plans/s ratio of one repeat's two rounds (run back to back, in
-    shuffled order): how far this machine moved the verdict's median between repeats."""
+    """The lowest and highest plans/s ratio of a plan round and the bare round of the same
+    repeat (each repeat runs every arm once, in shuffled order): how far this machine moved
+    the verdict's median between repeats."""
     ratios = [b.wall_s / o.wall_s for o, b in zip(ours, bare, strict=True)]
     return min(ratios), max(ratios)
 

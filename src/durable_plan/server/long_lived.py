@@ -24,10 +24,10 @@ alive: at 700 nearly all, many times; at 10,000 a plan of a hundred-at-once roun
 through one or two young collections (0.04-0.06 ms of collection CPU per plan step, of which
 half in the middle generation's walks); at 50,000 most plans have ended before the first
 young collection sees them, and the middle generation stays small. ``bench.throughput`` (full
-run, up to 200 plans at once): 0.021-0.024 ms per plan step at 50,000, 0.042-0.064 at 10,000,
-0.09-0.12 at 700 (bare Temporal: 0.003-0.005). The price: each young collection takes about
+run, up to 200 plans at once): 0.018-0.033 ms per plan step at 50,000, 0.042-0.064 at 10,000,
+0.09-0.12 at 700 (bare Temporal: 0.002-0.005). The price: each young collection takes about
 16 ms where it took 4 (one every few hundred plan steps at that load), and the worker's peak
-resident memory is 8-20 MiB higher (175-197 MiB where 167-176, 200 plans at once).
+resident memory is 5-20 MiB higher (171-197 MiB where 167-176, 200 plans at once).
 
 A process-wide setting, so the library never makes it on its own: ``worker.py`` and
 ``durable-plan worker`` call ``freeze_startup_objects`` once their worker is built, and a
