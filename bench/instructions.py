@@ -32,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from bench._baseline import BareDag
+from bench._knockouts import take_out
 from bench._report import command_line, machine_line
 from bench.replay_cost import ARMS, record, replay_all
 from bench.throughput import STEPS
@@ -91,8 +93,9 @@ async def replay_counted(path: Path, arm: str) -> int:
     return len(histories) * STEPS
 
 
-def count(path: Path, arm: str) -> float:
-    """Instructions per step of ``arm``'s replay, in a process of its own under Callgrind."""
+def count(path: Path, arm: str, without: Sequence[str] = ()) -> float:
+    """Instructions per step of ``arm``'s replay, in a process of its own under Callgrind;
+    ``without``: parts of the plan taken out of that process (``bench._knockouts``)."""
     with tempfile.TemporaryDirectory() as scratch:
         proc = subprocess.run(
             [
@@ -107,6 +110,7 @@ def count(path: Path, arm: str) -> float:
                 arm,
                 "--histories",
                 str(path),
+                *(f"--without={part}" for part in without),
             ],
             capture_output=True,
             text=True,
@@ -122,6 +126,7 @@ def count(path: Path, arm: str) -> float:
 
 async def main(args: argparse.Namespace) -> int:
     if args.replay is not None:
+        take_out(args.without)
         print(f"STEPS {await replay_counted(Path(args.histories), args.replay)}", flush=True)
         return 0
     if not valgrind_found("bench.instructions"):
@@ -184,6 +189,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--histories", help="replay these histories (a file --save wrote)")
     parser.add_argument("--save", help="keep the recorded histories in this file")
     parser.add_argument("--replay", choices=ARMS, help=argparse.SUPPRESS)
+    parser.add_argument("--without", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
