@@ -21,21 +21,15 @@ which part, so a target can be weighed against what it would take away. Needs va
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from bench._knockouts import PARTS
 from bench._report import command_line, machine_line
-from bench.instructions import count, save, valgrind_found
-from bench.replay_cost import record
+from bench.instructions import count_all, histories_file, valgrind_found
 from durable_plan.server.connection import run_script
-from durable_plan.server.devserver import DevServer
 
 BARE = {"plan": "bare", "plan-l": "bare-l"}
 LABELS = {
@@ -73,15 +67,8 @@ async def main(args: argparse.Namespace) -> int:
         *((arm, (part,)) for part in PARTS),
         (arm, PARTS),
     ]
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(args.histories) if args.histories else Path(scratch) / "histories.json"
-        if not args.histories:
-            with DevServer(headless=True) as server:
-                save(await record(await server.connect(), args.plans), path)
-            if args.save:
-                shutil.copy(path, args.save)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            counted = list(pool.map(lambda run: count(path, run[0], run[1]), runs))
+    async with histories_file(args) as path:
+        counted = count_all(path, runs)
         plans = len(json.loads(path.read_text())[arm])
     whole, bare = counted[0], counted[1]
     without = {parts: n for (_, parts), n in zip(runs[2:], counted[2:], strict=True)}

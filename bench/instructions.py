@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
@@ -124,6 +124,28 @@ def count(path: Path, arm: str, without: Sequence[str] = ()) -> float:
     return instructions / int(steps[-1])
 
 
+@contextlib.asynccontextmanager
+async def histories_file(args: argparse.Namespace) -> AsyncIterator[Path]:
+    """The histories to replay: the file ``--histories`` names, or ``--plans`` per arm recorded
+    now on a dev server of their own (copied to ``--save``'s file when asked)."""
+    if args.histories:
+        yield Path(args.histories)
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "histories.json"
+        with DevServer(headless=True) as server:
+            save(await record(await server.connect(), args.plans), path)
+        if args.save:
+            shutil.copy(path, args.save)
+        yield path
+
+
+def count_all(path: Path, runs: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
+    """``count`` of each ``(arm, parts taken out)``, two processes at a time (two cores)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda run: count(path, run[0], run[1]), runs))
+
+
 async def main(args: argparse.Namespace) -> int:
     if args.replay is not None:
         take_out(args.without)
@@ -133,15 +155,8 @@ async def main(args: argparse.Namespace) -> int:
         return 2
     started = time.perf_counter()
     load_start = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(args.histories) if args.histories else Path(scratch) / "histories.json"
-        if not args.histories:
-            with DevServer(headless=True) as server:
-                save(await record(await server.connect(), args.plans), path)
-            if args.save:
-                shutil.copy(path, args.save)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            per_step = dict(zip(ARMS, pool.map(lambda arm: count(path, arm), ARMS), strict=True))
+    async with histories_file(args) as path:
+        per_step = dict(zip(ARMS, count_all(path, [(arm, ()) for arm in ARMS]), strict=True))
         plans = len(json.loads(path.read_text())[ARMS[0]])
     print("## Instructions per plan step, workflow side (recorded histories under Callgrind)")
     print()
