@@ -26,7 +26,7 @@ half in the middle generation's walks); at 50,000 most plans have ended before t
 young collection sees them, and the middle generation stays small. ``bench.throughput`` (full
 run, up to 200 plans at once): 0.018-0.033 ms per plan step at 50,000, 0.042-0.064 at 10,000,
 0.09-0.12 at 700 (bare Temporal: 0.002-0.005). The price: each young collection takes about
-16 ms where it took 4 (one every few hundred plan steps at that load), and the worker's peak
+16 ms where it took 4 (one every thousand plan steps or so at that load), and the worker's peak
 resident memory is 5-20 MiB higher (171-197 MiB where 167-176, 200 plans at once).
 
 A process-wide setting, so the library never makes it on its own: ``worker.py`` and
