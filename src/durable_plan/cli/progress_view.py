@@ -267,9 +267,21 @@ class LiveView:
         self._appear_after = appear_after
         self._live: Live | None = None
         self._shown = False
+        self._last: Sequence[Mapping[str, Any]] | None = None
 
     def update(self, lines: Sequence[Mapping[str, Any]]) -> None:
-        view = renderable(lines, title=self._title, clock=self._clock, hint=self._hint)
+        self._last = lines
+        self.tick()
+
+    def tick(self) -> None:
+        """Draw the last lines once the table may appear, and redraw its clock after.
+
+        Called on every update and by the caller's loop between updates: a plan that stops
+        to wait (for a person, for a worker) sends no update while it waits, and its
+        waiting state must show at once, not at the next event."""
+        if self._last is None:
+            return
+        view = renderable(self._last, title=self._title, clock=self._clock, hint=self._hint)
         if self._live is None:
             waited = time.monotonic() - self._start
             if not self._console.is_terminal or waited < self._appear_after:

@@ -300,6 +300,7 @@ class Display:
                 await asyncio.wait([task], timeout=POLL_S)
                 if task.done() or self._quiet:
                     continue
+                self._view.tick()  # a waiting plan sends no event: draw it all the same
                 failed = watcher is not None and watcher.done() and watcher.exception()
                 if watcher is not None and not failed and not watch.quiet():
                     continue  # the stream draws
