@@ -236,8 +236,8 @@ async def test_a_failed_durable_step_exits_1(
 
 async def test_run_on_an_embedded_dev_server() -> None:
     code, out, err = await acli(
-        "run", str(PLANS / "game_master.yaml"), *TOOLS, "-i", "monster=ogre"
+        "run", str(PLANS / "game_master.yaml"), *TOOLS, "-i", "monster=ogre", "--embedded"
     )
     assert code == 0, err
     assert json.loads(out)["returned"]["damage"] == {"hp_after": 53, "defeated": False}
-    assert "on 127.0.0.1:" in err
+    assert "on a dev server started for this run at 127.0.0.1:" in err

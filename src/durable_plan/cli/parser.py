@@ -118,8 +118,9 @@ def _add_run(subparsers: SubParsers) -> None:
         "run:run",
         help="run a plan file, in-process or on a Temporal server, with live progress",
         description="Check the plan file and its inputs, then run it: with --local in this "
-        "process; with --address on that Temporal server; by default on an embedded dev "
-        "server started for this run. Unless --no-worker, a worker for the tools module runs "
+        "process; with --address on that Temporal server; by default on the dev server at "
+        "127.0.0.1:7233 when one answers there (`durable-plan dev`), else on a dev server "
+        "started for this run. Unless --no-worker, a worker for the tools module runs "
         "in this process. A live table shows progress on a terminal (stderr); the result is "
         "printed as JSON on stdout.",
     )
@@ -139,8 +140,13 @@ def _add_run(subparsers: SubParsers) -> None:
     where.add_argument(
         "--address",
         default=os.environ.get("TEMPORAL_ADDRESS"),
-        help="run on this Temporal server HOST:PORT (default: $TEMPORAL_ADDRESS, else an "
-        "embedded dev server for this run)",
+        help="run on this Temporal server HOST:PORT (default: $TEMPORAL_ADDRESS, else "
+        "127.0.0.1:7233 when a server answers there, else a dev server for this run)",
+    )
+    where.add_argument(
+        "--embedded",
+        action="store_true",
+        help="run on a dev server started for this run, even when one answers at 127.0.0.1:7233",
     )
     p.add_argument(
         "--namespace",

@@ -21,11 +21,13 @@ import re
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 if TYPE_CHECKING:
     from temporalio.client import Client
+
+_T = TypeVar("_T")
 
 __all__ = [
     "ADDRESS_ENV",
@@ -337,15 +339,73 @@ def run_script(main: Coroutine[Any, Any, int | None], *, interrupted: int = 130)
     script's own exit status. ``main`` may return an exit status; None means 0.
     """
     try:
-        status = asyncio.run(main) or 0
+        status = run_until_signalled(main) or 0
     except KeyboardInterrupt:
         status = interrupted
+    except Terminated as stop:
+        status = stop.status
     exit_now(status)
 
 
+class Terminated(Exception):
+    """SIGTERM or SIGHUP ended the main coroutine; ``status`` is the shell's 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"terminated by signal {signum}")
+        self.status = 128 + signum
+
+
+def run_until_signalled(main: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(main)``, with SIGTERM and SIGHUP cancelling ``main`` as Ctrl-C does.
+
+    Without this, SIGTERM (a CI job's timeout, ``kill``) ended the process at once: no
+    ``finally`` ran, so a dev server a command had started for itself was left running,
+    reparented to init. Cancelling the main task unwinds every ``async with`` (servers
+    stopped, workers shut down, telemetry flushed); then ``Terminated`` says which signal.
+    """
+    import signal
+
+    received: list[int] = []
+
+    async def guarded() -> _T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        installed = []
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, _cancel_on, task, signum, received)
+                installed.append(signum)
+        try:
+            return await main
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if received:
+            raise Terminated(received[0]) from None
+        raise
+
+
+def _cancel_on(task: asyncio.Task[Any], signum: int, received: list[int]) -> None:
+    if not received:
+        received.append(signum)
+        task.cancel()
+
+
 def exit_now(status: int | None = 0) -> NoReturn:
-    """Flush output and leave without interpreter finalization (see `run_script`): for a
-    script whose ``main`` already ran its own event loop."""
+    """Deliver telemetry, flush output and leave without interpreter finalization (see
+    `run_script`): for a script whose ``main`` already ran its own event loop.
+
+    ``os._exit`` skips ``atexit``, where OpenTelemetry would shut its providers down: the
+    spans a batch processor still holds are exported here first, within a bounded time
+    (``telemetry_exit.flush_telemetry``), or the README's OTLP set-up delivers none."""
+    from durable_plan.server.telemetry_exit import flush_telemetry
+
+    flush_telemetry()
     for stream in (sys.stdout, sys.stderr):
         # A closed pipe (`| head`) or a closed stream: nothing is left to flush to.
         with contextlib.suppress(OSError, ValueError):

@@ -189,6 +189,36 @@ def _port_in_use(port: int) -> bool:
 # --- the server -----------------------------------------------------------------------------
 
 
+def _lifeline(pid: int) -> subprocess.Popen[bytes] | None:
+    """A watcher that stops the server ``pid`` when this process is gone, however it ended.
+
+    SIGTERM, SIGHUP and Ctrl-C stop the server in order (``stop``); SIGKILL, or a crash, runs
+    no code of ours. The watcher, a shell in a session of its own, blocks reading a pipe
+    whose only write end this process holds (not inherited: PEP 446); when this process
+    ends, the kernel closes it, the read returns, and the shell sends the server SIGTERM.
+    A server we started never outlives us. Without ``sh``, no watcher (the stops above hold).
+    """
+    read_end, write_end = os.pipe()
+    try:
+        watcher = subprocess.Popen(
+            ["sh", "-c", f"read _ignored; kill -TERM {pid} 2>/dev/null"],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    _LIFELINE_ENDS[watcher.pid] = write_end  # kept open as long as this process lives
+    return watcher
+
+
+_LIFELINE_ENDS: dict[int, int] = {}
+
+
 class DevServer:
     """`temporal server start-dev` on 127.0.0.1, stopped by its own pid.
 
@@ -238,6 +268,7 @@ class DevServer:
             TUNED_SQLITE_PRAGMAS if sqlite_pragmas is None else sqlite_pragmas
         )
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lifeline: subprocess.Popen[bytes] | None = None
         self._keep_log = False
         self._log_dir: Path | None = None
         self.log_path: Path | None = None
@@ -299,6 +330,7 @@ class DevServer:
                 # (so a sqlite file is flushed and released).
                 start_new_session=True,
             )
+        self._lifeline = _lifeline(self._proc.pid)
         atexit.register(self.stop)
 
     async def _wait_ready(self) -> None:
@@ -369,6 +401,12 @@ class DevServer:
         we stopped, however it ended (a slow shutdown gets SIGKILL), leaves nothing behind.
         """
         atexit.unregister(self.stop)
+        if self._lifeline is not None:
+            self._lifeline.kill()  # we stop the server ourselves: the watcher has nothing to do
+            self._lifeline.wait()
+            with contextlib.suppress(KeyError, OSError):
+                os.close(_LIFELINE_ENDS.pop(self._lifeline.pid))
+            self._lifeline = None
         proc = self._proc
         stopped_here = False
         if proc is not None and proc.poll() is None:

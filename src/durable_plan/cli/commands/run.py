@@ -148,7 +148,8 @@ async def _local_lines(runs: list[PlanRun]) -> list[dict[str, Any]] | None:
 async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
     from durable_plan.temporal.client import PlanFailed, start_plan
 
-    async with _server(args) as address:
+    async with _server(args) as server:
+        address = server.address
         client = await connect(address, args.namespace, encrypt=args.encrypt)
         queue = args.task_queue or (
             DEFAULT_TASK_QUEUE if args.no_worker else f"durable-plan-run-{uuid.uuid4().hex[:12]}"
@@ -168,7 +169,7 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
             )
             hint = approval_hint(workflow_id, address, args.namespace)
             display = Display(prepared.pf, args.quiet, hint)
-            display.note(f"plan {workflow_id} on {address}, task queue {queue}")
+            display.note(f"plan {workflow_id} {server.described}, task queue {queue}")
             if args.no_worker and not await _has_pollers(client, queue):
                 display.note(
                     f"no worker polls task queue {queue!r} yet; start one: durable-plan worker "
@@ -188,12 +189,36 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
     return display.finish(result)
 
 
+@dataclass
+class Server:
+    """Where the plan runs, and the words that say so in the header."""
+
+    address: str
+    described: str
+
+
 @contextlib.asynccontextmanager
-async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
-    """The address to run on: the one given, or an embedded dev server for this run."""
+async def _server(args: argparse.Namespace) -> AsyncIterator[Server]:
+    """One rule with every other command: the server given (``--address`` or
+    ``$TEMPORAL_ADDRESS``), else the dev server at 127.0.0.1:7233 when one answers there
+    (``durable-plan dev``: where ``worker``, ``show`` and ``approve`` look too), else a dev
+    server started for this run and stopped with it. ``--embedded`` always starts one;
+    ``--no-worker`` never does (no other worker could reach it)."""
+    from durable_plan.server.connection import DEFAULT_ADDRESS
+
     if args.address:
-        yield args.address
+        yield Server(args.address, f"on {args.address}")
         return
+    if not args.embedded and await _answers(DEFAULT_ADDRESS):
+        yield Server(DEFAULT_ADDRESS, f"on the dev server already running at {DEFAULT_ADDRESS}")
+        return
+    if args.no_worker:
+        raise CommandError(
+            EXIT_NO_SERVER,
+            f"--no-worker runs the plan on a server that a `durable-plan worker` reaches, and "
+            f"no Temporal server answers at {DEFAULT_ADDRESS}: start one with `durable-plan "
+            "dev`, or pass --address HOST:PORT",
+        )
     from durable_plan.server.devserver import DevServer, DevServerError, DevServerNotFound
 
     try:
@@ -207,9 +232,30 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
             EXIT_NO_SERVER, f"the embedded dev server did not start: {first}"
         ) from None
     try:
-        yield server.target
+        yield Server(
+            server.target,
+            f"on a dev server started for this run at {server.target} (it stops when the run "
+            "ends; `durable-plan dev` keeps one up)",
+        )
     finally:
         server.stop()  # before the process leaves with os._exit, which skips atexit
+
+
+ANSWER_S = 0.5
+
+
+async def _answers(address: str) -> bool:
+    """Something accepts connections at ``address`` (a server that is not Temporal then
+    fails the connect with its own one-line message)."""
+    host, _, port = address.rpartition(":")
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), ANSWER_S)
+    except (OSError, TimeoutError, ValueError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
 
 
 @contextlib.asynccontextmanager

@@ -12,8 +12,10 @@ from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NO_
 from durable_plan.server.connection import (
     UNRESOLVED,
     BadAddress,
+    Terminated,
     check_address,
     exit_now,
+    run_until_signalled,
     transport_reason,
 )
 
@@ -129,7 +131,9 @@ def client_command(command: Coroutine[Any, Any, int]) -> NoReturn:
     finalization keeps the command's own exit code. Output is flushed first.
     """
     try:
-        code = asyncio.run(command)
+        code = run_until_signalled(command)
+    except Terminated as stop:
+        code = stop.status
     except CommandError as err:
         print(f"durable-plan: error: {err}", file=sys.stderr)
         code = err.code
