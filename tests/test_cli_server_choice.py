@@ -117,3 +117,37 @@ async def test_a_server_started_for_the_run_never_outlives_it(signum: int) -> No
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_no_worker_is_said_in_words_once(temporal_target: str, task_queue: str) -> None:
+    """It printed as a raw Python warning too, with the source file, line and code."""
+    proc = await spawn_cli(
+        "run",
+        str(PLANS / "game_master.yaml"),
+        *TOOLS,
+        "-i",
+        "monster=ogre",
+        "--no-worker",
+        "--task-queue",
+        task_queue,
+        "--address",
+        temporal_target,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "no worker polls" not in seen:
+            line = await asyncio.wait_for(proc.stderr.readline(), 60)
+            assert line, seen
+            seen += line.decode()
+        await asyncio.sleep(1.0)  # a warning would follow within the start's second
+        os.kill(proc.pid, signal.SIGTERM)
+        _, rest = await asyncio.wait_for(proc.communicate(), 30)
+        seen += rest.decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert seen.count("no worker polls") == 1, seen
+    assert "Warning" not in seen and ".py:" not in seen, seen
+    assert f"durable-plan worker --tools examples.plan_tools --task-queue {task_queue}" in seen

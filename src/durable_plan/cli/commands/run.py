@@ -164,6 +164,9 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
                     registry=prepared.registry,
                     workflow_id=workflow_id,
                     inputs=prepared.inputs,
+                    # The header says in words when no worker polls (below), not a warning
+                    # with this file's name, line and source.
+                    if_no_worker="ignore",
                 ),
                 workflow_id,
             )
