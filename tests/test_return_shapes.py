@@ -46,6 +46,7 @@ from durable_plan.temporal.messages import PlanInput, options_to_wire
 from durable_plan.tools.mcp import mcp_tool_table
 from durable_plan.tools.registry import ToolRegistry
 from durable_plan.tools.return_shapes import annotation_shape, docstring_shape
+from tests import shape_sources
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -372,6 +373,22 @@ def test_the_seed_docstring_convention() -> None:
         "anyOf": [{"type": "integer"}, {"type": "null"}]
     }
     # Not sure, not a shape: no shape (every path passes).
+    assert returns('An object shaped {"desk": "treasury" | "engineering"}.') == {
+        "type": "object",
+        "properties": {"desk": {"anyOf": [{"const": "treasury"}, {"const": "engineering"}]}},
+        "required": ["desk"],
+        "additionalProperties": False,
+    }
+    assert returns('{"pair": tuple[int, str], "ids": tuple[int, ...]}') == {
+        "type": "object",
+        "properties": {
+            "pair": {"type": "array"},  # items of two types: not the first one's
+            "ids": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["pair", "ids"],
+        "additionalProperties": False,
+    }
+    # Not sure, not a shape: no shape (every path passes).
     for unsure in (
         'An object shaped {"name": str}, or None when there is no such monster.',
         'An object shaped {"name": str} plus other keys.',
@@ -379,6 +396,18 @@ def test_the_seed_docstring_convention() -> None:
         "The monster's stat block.",
         "{**other}",
         'An object shaped {"name": str',
+        # Issue 45: a type, Google style, whose first bracket is not a shape.
+        "dict[str, Any]: the user record.",
+        "List[dict]: the users.",
+        "Dict[str, List[int]]: lines by sku.",
+        # Example values are not types.
+        'An object like {"name": "Bob", "manager": null}',
+        '{"count": 2, "items": [{"id": 1}], "next": true}',
+        '{"name": "Bob"}',
+        '{"manager": None}',
+        "[1, 2]",
+        # A second shape, or a condition on the first.
+        '{"purrs": bool} for cats, {"barks": bool} for dogs.',
     ):
         assert returns(unsure) is None, unsure
     assert docstring_shape('No returns section {"a": int}.') is None
@@ -523,6 +552,117 @@ def test_an_mcp_tools_output_schema_is_its_shape() -> None:
     assert (
         problem.message == "steps.m has no field 'armour': bestiary__get_monster returns name, hp"
     )
+
+
+# -- issue 45: a source gives a shape only where the tool's JSON is known to conform ----------
+
+
+def test_a_docstring_never_contradicts_the_annotation() -> None:
+    """``-> dict[str, Any]`` with a list in the docstring: the code returns an object, so
+    the docstring is not believed; with an object in it, it narrows the annotation."""
+
+    def listed(variant: int) -> dict[str, Any]:
+        """Args:
+            variant: x.
+
+        Returns:
+            A list of objects shaped {"sku": str}.
+        """
+        return {"sku": "s"}
+
+    def shaped(variant: int) -> dict[str, Any]:
+        """Args:
+            variant: x.
+
+        Returns:
+            An object shaped {"sku": str}.
+        """
+        return {"sku": "s"}
+
+    tools = ToolRegistry([listed, shaped])
+    assert tools.get("listed").options.output_schema is None
+    assert tools.get("shaped").options.output_schema == {
+        "type": "object",
+        "properties": {"sku": {"type": "string"}},
+        "required": ["sku"],
+        "additionalProperties": False,
+    }
+
+
+async def test_the_issues_refused_plans_run() -> None:
+    """The four plans issue 45 saw refused, and the suspected fifth: each is accepted and
+    runs, binding what the real tool returned."""
+    tools = shape_sources.registry()
+    tools.add(_takes, name="takes")
+
+    def plan(src: str, bind: dict[str, str]) -> dict[str, Any]:
+        return {
+            "steps": [
+                {"id": "s", "tool": src, "args": {"variant": 3}},
+                {"id": "t", "tool": "takes", "bind": bind},
+            ]
+        }
+
+    cases = [
+        plan("doc_google_typed", {"record": "steps.s"}),  # "steps.u, which is a list"
+        plan("typeddict_mongo", {"text": "steps.s._id"}),  # no_field '_id'
+        plan("pydantic_event", {"text": "steps.s.kind"}),  # no_field 'kind'
+        plan("pydantic_stamp", {"epoch": "steps.s.at"}),  # wrong_type: epoch seconds
+        plan("doc_example_values", {"record": "steps.s.manager"}),  # "null only"
+    ]
+    for case in cases:
+        check_plan(case, catalog=tools.catalog())
+        result = await execute_plan(case, tools)
+        assert result.ok, result.failures
+    assert tools.get("typeddict_mongo").options.output_schema is not None  # a shape, with _id
+    assert "_id" in tools.get("typeddict_mongo").options.output_schema["properties"]
+
+
+def _takes(record: dict[str, Any] | None = None, text: str = "", epoch: int = 0) -> str:
+    """Takes what the issue's plans bound.
+
+    Args:
+        record: An object.
+        text: A string.
+        epoch: Seconds.
+    """
+    return "ok"
+
+
+def test_pydantic_says_only_what_its_serializer_emits() -> None:
+    """Pydantic's own serialization schema trusts what the owner wrote about the schema;
+    the shape is what ``dump_python(mode="json")`` really emits, or unknown there."""
+    assert annotation_shape(shape_sources.Event) is None  # a wrap serializer: any value
+    assert annotation_shape(shape_sources.Plain) is None
+    stamp = annotation_shape(shape_sources.Stamp)
+    assert stamp is not None and stamp["properties"]["at"] == {}
+    lambdas = annotation_shape(shape_sources.Lambdas)
+    assert lambdas is not None
+    assert lambdas["properties"] == {"f": {}, "g": {"type": "string"}}
+    lies = annotation_shape(shape_sources.Lies)
+    assert lies is not None and lies["properties"] == {
+        "x": {"type": "integer"},
+        "y": {"type": "integer"},
+        "z": {"type": "integer"},
+        "w": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+    }
+    validation = annotation_shape(shape_sources.Validation)
+    assert validation is not None and list(validation["properties"]) == ["user_id"]
+    computed = annotation_shape(shape_sources.Computed)
+    assert computed is not None and "full" in computed["properties"]
+    assert annotation_shape(shape_sources.ByAlias) is None  # aliases: keys depend on the call
+    extra = annotation_shape(shape_sources.Extra)
+    assert extra is not None and "additionalProperties" not in extra  # open
+
+
+def test_every_typeddict_key_is_kept() -> None:
+    shape = annotation_shape(shape_sources.Odd)
+    assert shape is not None
+    assert list(shape["properties"]) == ["$ref", "class", "a-b", "a b", "_", "__dunder__"]
+    mongo = annotation_shape(shape_sources.MongoDoc)
+    assert mongo is not None
+    assert mongo["required"] == ["_id", "_MongoDoc__v", "name", "stats", "tags", "seen"]
+    assert mongo["properties"]["seen"] == {"type": "string"}  # a datetime, as JSON
 
 
 # -- what the check says ---------------------------------------------------------------------

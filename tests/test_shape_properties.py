@@ -13,13 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp.types
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from durable_plan.check import ToolCatalog, ToolSpec, check_plan
 from durable_plan.check.shapes import compact_shape, json_type
 from durable_plan.language.errors import PlanRejected
+from durable_plan.language.options import ToolOptions
 from durable_plan.local.runner import execute_plan
+from durable_plan.tools.mcp import mcp_tool_table
+from durable_plan.tools.registry import ToolRegistry
+from tests import shape_sources
 from tests.helpers import examples
 
 SETTINGS = settings(
@@ -117,11 +123,12 @@ def paths(value: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
 
 
 @st.composite
-def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
-    schema, value = draw(shaped())
-    compact = draw(st.booleans())
-    if draw(st.booleans()):  # the same shape, reached through $defs
-        schema = {"$defs": {"Result": schema}, "$ref": "#/$defs/Result"}
+def reads(
+    draw: st.DrawFn, value: Any, src: dict[str, Any], into: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """A plan whose step ``use`` reads paths of ``value``, the result (at ``into``) of the
+    step ``src``, each in a form JSONata reads it; ``use``'s input schema types each plain
+    read as the value it really reads. Also: whether the plan can run (see below)."""
     found = paths(value)
     reads = list({read[0]: read for read in reversed(found)}.values())[::-1]
     # Read through a list, a field whose values flatten to nothing, or to one null out of
@@ -147,10 +154,11 @@ def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
         if reads
         else []
     )
-    bind: dict[str, str] = {"whole": "steps.src"}
+    root = ".".join(("steps.src", *into))
+    bind: dict[str, str] = {"whole": root}
     params: dict[str, Any] = {"whole": {"type": json_type(value)}}
     for n, (path, sub, listed) in enumerate(chosen):
-        text = "steps.src." + ".".join(path)
+        text = _path_text(root, path)
         form = draw(st.sampled_from(["plain", "string", "exists", "array", "first"]))
         if form == "string":
             text = f"$string({text})"
@@ -159,11 +167,33 @@ def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
         elif form == "array":
             text = f"[{text}, 1]"
         elif form == "first" and listed:
-            text = "steps.src." + ".".join(path[:-1]) + f"[0].{path[-1]}" if len(path) > 1 else text
+            text = _path_text(root, path[:-1]) + f"[0].{_name(path[-1])}" if len(path) > 1 else text
         bind[f"p{n}"] = text
         if form == "plain" and not listed:
             params[f"p{n}"] = {"type": json_type(sub)}  # the argument takes what it reads
     use = {"type": "object", "properties": params, "additionalProperties": True}
+    plan = {"steps": [{**src, "id": "src"}, {"id": "use", "tool": "use", "bind": bind}]}
+    runs = not any(read[0] in empty for read in chosen) and not _list_in_list(value)
+    return plan, use, runs
+
+
+def _name(key: str) -> str:
+    """A field name as JSONata writes it: backquoted unless it is a plain name."""
+    plain = key.isidentifier() and not key.startswith("$")
+    return key if plain else "`" + key.replace("`", "") + "`"
+
+
+def _path_text(root: str, path: tuple[str, ...]) -> str:
+    return "".join([root, *(f".{_name(k)}" for k in path)])
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
+    schema, value = draw(shaped())
+    compact = draw(st.booleans())
+    if draw(st.booleans()):  # the same shape, reached through $defs
+        schema = {"$defs": {"Result": schema}, "$ref": "#/$defs/Result"}
+    plan, use, runs = draw(reads(value, {"tool": "src"}))
     catalog = ToolCatalog(
         {
             # As the registry keeps it (compacted), or as a hand-built tool table sends it.
@@ -171,8 +201,6 @@ def plans(draw: st.DrawFn) -> tuple[dict[str, Any], ToolCatalog, Any, bool]:
             "use": ToolSpec("use", use),
         }
     )
-    plan = {"steps": [{"id": "src", "tool": "src"}, {"id": "use", "tool": "use", "bind": bind}]}
-    runs = not any(read[0] in empty for read in chosen) and not _list_in_list(value)
     return plan, catalog, value, runs
 
 
@@ -238,3 +266,114 @@ def test_a_field_no_closed_object_has_is_rejected(
         assert "steps.src has no field 'nope': src returns inner, hp" in str(exc)
     else:  # pragma: no cover
         raise AssertionError("a field no branch has was accepted")
+
+
+# -- every source of a shape, with the real tool's real result --------------------------------
+
+
+def _catalog(tools: ToolRegistry, use: dict[str, Any]) -> ToolCatalog:
+    return ToolCatalog({**tools.catalog().tools, "use": ToolSpec("use", use)})
+
+
+async def _check_and_run(
+    plan: dict[str, Any], catalog: ToolCatalog, tools: ToolRegistry, value: Any, runs: bool
+) -> None:
+    try:
+        check_plan(plan, catalog=catalog, durable=True)
+    except PlanRejected as exc:  # pragma: no cover - the failure to report
+        raise AssertionError(f"a real path was rejected:\n{exc}\nvalue: {value!r}") from None
+    if not runs:
+        return
+
+    async def invoke(name: str, args: dict[str, Any]) -> Any:
+        return args if name == "use" else await tools.invoke(name, args)
+
+    result = await execute_plan(plan, invoke, catalog=catalog)
+    assert result.ok, (result.failures, value)
+
+
+@SETTINGS
+@given(st.sampled_from(shape_sources.NAMES), st.integers(0, 7), st.data())
+async def test_every_sources_real_results_are_read_without_refusal(
+    name: str, variant: int, data: st.DataObject
+) -> None:
+    """Each source of a shape (``tests/shape_sources.py``: docstrings of many styles,
+    TypedDicts with keys like ``_id`` and ``$ref``, pydantic models whose serializers,
+    aliases, computed fields or ``extra`` change the JSON, dataclasses): the tool runs, and
+    any paths of its real result, in any form, pass the check and bind at run time."""
+    tools = shape_sources.shared()
+    src = {"tool": name, "args": {"variant": variant}}
+    value = await tools.invoke(name, src["args"])
+    plan, use, runs = data.draw(reads(value, src))
+    await _check_and_run(plan, _catalog(tools, use), tools, value, runs)
+
+
+@pytest.mark.parametrize("name", shape_sources.NAMES)
+async def test_every_path_of_every_sources_real_result_is_read(name: str) -> None:
+    """All of them at once: every path of every variant's result, bound plainly to an
+    argument of its own type (through a list: any type)."""
+    tools = shape_sources.shared()
+    if name in shape_sources.FIXED:  # the control: these do give a shape
+        assert tools.get(name).options.output_schema is not None
+    for variant in range(8):
+        src = {"id": "src", "tool": name, "args": {"variant": variant}}
+        value = await tools.invoke(name, src["args"])
+        bind = {"whole": "steps.src"}
+        params = {"whole": {"type": json_type(value)}}
+        for n, (path, sub, listed) in enumerate(paths(value)):
+            bind[f"p{n}"] = _path_text("steps.src", path)
+            if not listed:
+                params[f"p{n}"] = {"type": json_type(sub)}
+        plan = {"steps": [src, {"id": "use", "tool": "use", "bind": bind}]}
+        use = {"type": "object", "properties": params, "additionalProperties": True}
+        try:
+            check_plan(plan, catalog=_catalog(tools, use), durable=True)
+        except PlanRejected as exc:  # pragma: no cover - the failure to report
+            raise AssertionError(f"{name}({variant}) -> {value!r}:\n{exc}") from None
+
+
+@SETTINGS
+@given(shaped(), st.data())
+async def test_an_mcp_tools_output_schema_reads_its_results_without_refusal(
+    drawn: tuple[dict[str, Any], Any], data: st.DataObject
+) -> None:
+    """A server's ``outputSchema``, through the tool table the plan tool builds, and a
+    ``structuredContent`` that conforms to it (what an MCP client accepts)."""
+    schema, value = drawn
+    listed = [mcp.types.Tool(name="get", inputSchema={"type": "object"}, outputSchema=schema)]
+    table = mcp_tool_table("srv", listed)
+    plan, use, runs = data.draw(reads(value, {"tool": "srv__get"}))
+    catalog = ToolCatalog.from_options({**table, "use": ToolOptions(input_schema=use)})
+    try:
+        check_plan(plan, catalog=catalog, durable=True)
+    except PlanRejected as exc:  # pragma: no cover - the failure to report
+        raise AssertionError(f"a real path was rejected:\n{exc}\nvalue: {value!r}") from None
+    if runs:
+        result = await execute_plan(
+            plan, lambda name, args: _echo(name, args, value), catalog=catalog
+        )
+        assert result.ok, (result.failures, value)
+
+
+@SETTINGS
+@given(shaped(), st.data())
+def test_an_agent_steps_output_schema_reads_its_outputs_without_refusal(
+    drawn: tuple[dict[str, Any], Any], data: st.DataObject
+) -> None:
+    """An agent step's ``output_schema`` (the plan's own, an object's), and an answer that
+    conforms."""
+    schema, value = drawn
+    if schema.get("type") != "object":
+        schema = {"type": "object", "properties": {"v": schema}, "additionalProperties": False}
+        value = {"v": value}
+    step = {"tool": "agent", "args": {"prompt": "judge", "output_schema": schema}}
+    plan, use, _ = data.draw(reads(value, step, ("output",)))
+    catalog = ToolCatalog({"use": ToolSpec("use", use)}, default_model="m")
+    try:
+        check_plan(plan, catalog=catalog, durable=True)
+    except PlanRejected as exc:  # pragma: no cover - the failure to report
+        raise AssertionError(f"a real path was rejected:\n{exc}\nvalue: {value!r}") from None
+
+
+async def _echo(name: str, args: dict[str, Any], value: Any) -> Any:
+    return args if name == "use" else value

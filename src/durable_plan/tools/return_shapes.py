@@ -5,13 +5,24 @@ Sources, the first that says something wins:
 
 1. an explicit ``output_schema=`` on the registry entry (``{}`` turns derivation off);
 2. the return annotation: a ``TypedDict``, a pydantic model, a dataclass, and the
-   generics around them (``list[Monster]``, ``Monster | None``); pydantic's
-   ``TypeAdapter(...).json_schema(mode="serialization")`` does the work, and for what it
-   refuses (``typing.TypedDict`` before Python 3.12) a small converter of our own.
+   generics around them (``list[Monster]``, ``Monster | None``); pydantic's serializer
+   for the type is what a function tool's result becomes (``result_projection``), and the
+   shape is pydantic's schema of that serialization (a ``typing.TypedDict``, which pydantic
+   refuses before Python 3.12, rebuilt as the same ``typing_extensions`` one: ``_shadow``).
    ``dict[str, Any]``, ``Any`` or no annotation say nothing;
 3. the docstring's ``Returns:`` section in the seed's convention,
    ``An object shaped {"name": str, "hp": int}`` (also ``A list of objects shaped {...}``,
-   ``{"name", "hp"}`` for keys alone, ``str | None``, ``list[int]`` and nested objects).
+   ``{"name", "hp"}`` for keys alone, ``str | None``, ``list[int]``, ``"a" | "b"`` and
+   nested objects), only where the annotation leaves the kind open.
+
+The rule every source follows: the check refuses plans on a shape, so a source gives a
+shape only where what the tool really emits is known to conform, and nothing (any value)
+elsewhere. Hence: pydantic's schema is held to its serializer (a serializer function
+without a return type, ``json_schema_extra``, ``WithJsonSchema``, ``SkipJsonSchema``, a
+schema-mode override: ``_serialized_schema_generator``); a TypedDict keeps every key it
+declares (``_id``, ``$ref``, ``class``); a docstring counts only when it is clearly a
+shape (not ``dict[str, Any]: the user record``, not an example such as ``{"name": "Bob",
+"manager": null}``, not a shape the annotation contradicts).
 
 Closed or open: an object built from a class (``TypedDict``, dataclass, pydantic model)
 has exactly its fields, as serialized, so it is closed, unless the model says otherwise
@@ -26,8 +37,6 @@ was serialized.
 from __future__ import annotations
 
 import ast
-import collections.abc
-import dataclasses
 import functools
 import gc
 import inspect
@@ -37,7 +46,9 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from durable_plan.check.shapes import compact_shape
+import typing_extensions
+
+from durable_plan.check.shapes import Rooted, ShapeWalker, compact_shape
 
 __all__ = ["annotation_shape", "declared_shape", "docstring_shape", "return_shape"]
 
@@ -66,13 +77,42 @@ def return_shape(
     ``"open"`` for existing activities, whose results Temporal serializes as they are (an
     instance of a subclass carries its fields); ``"text"`` for Strands tools, open too, and
     nothing when the annotation allows a string: the plan reads a text result as the JSON
-    it holds, so ``-> str`` says nothing about what the plan sees."""
+    it holds, so ``-> str`` says nothing about what the plan sees.
+
+    A docstring only narrows what the annotation leaves open: the annotation is what the
+    code returns (and a function tool's result is projected on it), the docstring prose
+    about it, so a docstring shape of a kind the annotation rules out (``-> dict[str,
+    Any]`` and a list in the text) is not believed."""
+    allowed: dict[str, Any] = {}  # what the annotation allows the docstring to say
     if func is not None:
-        shape = annotation_shape(_return_annotation(func), closed=annotation == "closed")
+        returned = _return_annotation(func)
+        shape = annotation_shape(returned, closed=annotation == "closed")
         if shape is not None and not (annotation == "text" and _may_be_text(shape)):
             return shape
+        if annotation != "text":
+            allowed = _open_shape(returned)
         description = inspect.getdoc(func) or description
-    return docstring_shape(description)
+    documented = docstring_shape(description)
+    if documented is None or not _kinds_within(documented, allowed):
+        return None
+    return documented
+
+
+def _open_shape(annotation: Any) -> dict[str, Any]:
+    """What the annotation allows, however little it says (``{}``: anything)."""
+    if annotation is inspect.Signature.empty or annotation is Any:
+        return {}
+    schema = _pydantic_schema(_shadow(annotation))
+    return schema if schema is not None else {}
+
+
+def _kinds_within(documented: dict[str, Any], allowed: dict[str, Any]) -> bool:
+    """Every JSON type the docstring's shape allows, the annotation allows too (an
+    annotation that says nothing of the kind allows every one)."""
+    walker = ShapeWalker(2_000)
+    return walker.value_types(Rooted(documented, documented)) <= walker.value_types(
+        Rooted(allowed, allowed)
+    )
 
 
 def _may_be_text(shape: dict[str, Any]) -> bool:
@@ -91,41 +131,19 @@ def result_projection(func: Callable[..., Any]) -> Callable[[Any], Any] | None:
     """What a function tool's result becomes for the plan: the JSON its return annotation
     declares (pydantic's serializer for the declared type, as FastAPI's response_model:
     a subclass instance's extra fields, or a TypedDict's undeclared keys, are dropped), so
-    the closed shape the check walks is the result the plan reads. None: the annotation
-    says nothing, and the result is taken as it is."""
+    the closed shape the check walks is the result the plan reads: the shape and the
+    projection are made from the same type by the same serializer (``_shadow``). None:
+    the annotation says nothing, and the result is taken as it is."""
     annotation = _return_annotation(func)
     if not annotation_shape(annotation):
         return None
     from pydantic import TypeAdapter
 
     try:
-        adapter: Any = TypeAdapter(annotation)
-    except Exception:  # typing.TypedDict before 3.12: pydantic refuses it
-        return functools.partial(_project, annotation, 0)
+        adapter: Any = TypeAdapter(_shadow(annotation))
+    except Exception:  # pragma: no cover - annotation_shape had it from the same adapter
+        return None
     return functools.partial(adapter.dump_python, mode="json", warnings=False)
-
-
-def _project(tp: Any, depth: int, value: Any) -> Any:
-    """``value`` with only the keys its (plain ``typing``) TypedDicts declare, through
-    lists, dicts and unions of them; everything else as it is."""
-    if depth > 64:
-        return value
-    if typing.is_typeddict(tp) and isinstance(value, dict):
-        try:
-            hints = typing.get_type_hints(tp)
-        except Exception:
-            return value
-        return {k: _project(hints[k], depth + 1, v) for k, v in value.items() if k in hints}
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (list, collections.abc.Sequence) and args and isinstance(value, list):
-        return [_project(args[0], depth + 1, v) for v in value]
-    if origin is dict and len(args) == 2 and isinstance(value, dict):
-        return {k: _project(args[1], depth + 1, v) for k, v in value.items()}
-    if origin in (typing.Union, types.UnionType) and isinstance(value, dict):
-        dicts = [a for a in args if typing.is_typeddict(a)]
-        if len(dicts) == 1:  # one TypedDict among scalars: that is the dict's shape
-            return _project(dicts[0], depth + 1, value)
-    return value
 
 
 def _return_annotation(func: Callable[..., Any]) -> Any:
@@ -141,33 +159,195 @@ def _return_annotation(func: Callable[..., Any]) -> Any:
 
 def annotation_shape(annotation: Any, *, closed: bool = True) -> dict[str, Any] | None:
     """The JSON Schema of what a function annotated ``-> annotation`` returns, as JSON
-    (``closed``: objects hold only the fields the classes declare)."""
+    (``closed``: objects hold only the fields the classes declare). One serializer says
+    it, pydantic's, as ``result_projection`` applies it; what pydantic cannot serialize
+    or describe gives no shape."""
     if annotation is inspect.Signature.empty or annotation is Any:
         return None
-    schema = _pydantic_schema(annotation)
+    schema = _pydantic_schema(_shadow(annotation))
     if schema is None:
-        defs: dict[str, Any] = {}
-        try:
-            schema = _Converter(defs).schema(annotation, 0)
-        except RecursionError:
-            return None
-        if defs:
-            schema = {**schema, "$defs": defs}
+        return None
     return compact_shape(_closed(schema, 0) if closed else schema)
+
+
+class _NoShadow(Exception):
+    """An annotation ``_shadow`` cannot rebuild (a TypedDict that contains itself)."""
+
+
+def _shadow(annotation: Any) -> Any:
+    """``annotation`` with each ``typing.TypedDict`` replaced by the same
+    ``typing_extensions.TypedDict``, the kind pydantic reads before Python 3.12: every key
+    kept as written (``_id``, ``class``, ``a-b``), required or not as declared. The
+    generics around them are rebuilt; anything else is left to pydantic. A TypedDict
+    that contains itself is left as it is (pydantic refuses it: no shape)."""
+    try:
+        return _Shadow().of(annotation, 0)
+    except (_NoShadow, RecursionError, TypeError):
+        return annotation
+
+
+class _Shadow:
+    def __init__(self) -> None:
+        self.active: set[int] = set()
+
+    def of(self, tp: Any, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise _NoShadow
+        if typing_extensions.is_typeddict(tp) and isinstance(tp, type):
+            return self._typeddict(tp, depth)
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is None or not args or origin is typing.Literal:
+            return tp
+        if origin is typing.Annotated:
+            return typing.Annotated[(self.of(args[0], depth + 1), *tp.__metadata__)]
+        shadows = tuple(self.of(a, depth + 1) if a is not Ellipsis else a for a in args)
+        if shadows == args:
+            return tp
+        if origin in (types.UnionType, typing.Union):
+            return typing.Union[shadows]  # noqa: UP007 (a tuple of types, built here)
+        if isinstance(tp, types.GenericAlias):
+            return types.GenericAlias(origin, shadows)
+        return tp.copy_with(shadows)
+
+    def _typeddict(self, tp: type, depth: int) -> Any:
+        """A ``typing.TypedDict`` rebuilt; a ``typing_extensions`` one only when a value
+        inside it had to be (it may say more than the functional form can: PEP 728)."""
+        if id(tp) in self.active:
+            raise _NoShadow  # contains itself
+        self.active.add(id(tp))
+        try:
+            hints = typing.get_type_hints(tp, include_extras=True)
+            plain = {k: _unwrap_required(h) for k, h in hints.items()}
+            shadows = {k: self.of(h, depth + 1) for k, h in plain.items()}
+        finally:
+            self.active.discard(id(tp))
+        if type(tp).__module__ != "typing" and shadows == plain:
+            return tp
+        required = set(getattr(tp, "__required_keys__", hints))
+        fields = {
+            key: (
+                typing_extensions.Required[hint]
+                if _is_required(hints[key], key in required)
+                else typing_extensions.NotRequired[hint]
+            )
+            for key, hint in shadows.items()
+        }
+        make: Any = typing_extensions.TypedDict  # the functional form, with any keys
+        shadow: Any = make(tp.__name__, fields)
+        shadow.__module__ = tp.__module__
+        shadow.__qualname__ = tp.__qualname__
+        if hasattr(tp, "__pydantic_config__"):  # pydantic.with_config
+            shadow.__pydantic_config__ = tp.__pydantic_config__
+        return shadow
+
+
+def _is_required(hint: Any, listed: bool) -> bool:
+    """Whether a TypedDict's key is required: its own ``Required`` / ``NotRequired`` say,
+    else the class's required keys (which Python 3.11 gets wrong for a ``NotRequired``
+    written under ``from __future__ import annotations``: it counts it required)."""
+    origin = typing.get_origin(hint)
+    if origin in (getattr(typing, "NotRequired", None), typing_extensions.NotRequired):
+        return False
+    if origin in (getattr(typing, "Required", None), typing_extensions.Required):
+        return True
+    return listed
+
+
+def _unwrap_required(hint: Any) -> Any:
+    """``Required[X]`` / ``NotRequired[X]`` -> ``X`` (the TypedDict's required keys say it)."""
+    wrappers = (
+        getattr(typing, "Required", None),
+        getattr(typing, "NotRequired", None),
+        getattr(typing, "ReadOnly", None),
+        typing_extensions.Required,
+        typing_extensions.NotRequired,
+        typing_extensions.ReadOnly,
+    )
+    while typing.get_origin(hint) in wrappers and typing.get_args(hint):
+        hint = typing.get_args(hint)[0]
+    return hint
 
 
 def _pydantic_schema(annotation: Any) -> dict[str, Any] | None:
     from pydantic import TypeAdapter
 
+    generator = _serialized_schema_generator()
     try:
         adapter = TypeAdapter(annotation)
-        by_alias = adapter.json_schema(mode="serialization", by_alias=True)
-        by_name = adapter.json_schema(mode="serialization", by_alias=False)
+        by_alias = adapter.json_schema(
+            mode="serialization", by_alias=True, schema_generator=generator
+        )
+        by_name = adapter.json_schema(
+            mode="serialization", by_alias=False, schema_generator=generator
+        )
     except Exception:  # a type pydantic refuses (typing.TypedDict before 3.12, a class)
         return None
     if by_alias != by_name:
         return {}  # aliases: the result's keys depend on how it was serialized
     return by_alias
+
+
+@functools.cache
+def _serialized_schema_generator() -> type[Any]:
+    """Pydantic's JSON Schema generator, held to what ``dump_python(mode="json")`` emits.
+
+    Pydantic's serialization schema is documentation, and trusts what the owner wrote
+    about it; the check refuses plans on it, so here it says only what the serializer
+    really does. Four ways pydantic's schema and the JSON part company, each closed:
+
+    * a serializer function without a return annotation (``@model_serializer``,
+      ``@field_serializer``, ``PlainSerializer(f)``, any mode): its output is unknown, so
+      that part is "any value" (pydantic falls back to the field's own type);
+    * whatever the owner wrote into the *schema* alone (``json_schema_extra``,
+      ``WithJsonSchema``, ``SkipJsonSchema``, ``__get_pydantic_json_schema__``): the
+      serializer ignores it, so do we (every schema function and update in the core
+      schema's metadata; pydantic's own only add titles and formats);
+    * ``json_schema_mode_override``: the schema of serialization, whatever the model says;
+    * a part pydantic cannot describe (an ``isinstance`` check, a plain validator): "any
+      value" in place, where pydantic raises or drops a union's branch.
+    """
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class SerializedSchema(GenerateJsonSchema):
+        @property
+        def mode(self) -> Any:
+            return self._mode
+
+        def generate_inner(self, schema: Any) -> Any:
+            meta = schema.get("metadata") if isinstance(schema, dict) else None
+            if meta and any(k.startswith("pydantic_js") for k in meta):
+                schema = {**schema, "metadata": {}}
+            return super().generate_inner(schema)
+
+        def ser_schema(self, schema: Any) -> Any:
+            function = schema.get("type") in ("function-plain", "function-wrap")
+            if function and schema.get("return_schema") is None:
+                return {}  # what an unannotated serializer returns is unknown
+            return super().ser_schema(schema)
+
+        def handle_invalid_for_json_schema(self, schema: Any, error_info: str) -> Any:
+            return {}
+
+        def json_or_python_schema(self, schema: Any) -> Any:
+            # Pydantic describes the JSON input; a Python value may serialize otherwise.
+            return {}
+
+        def lax_or_strict_schema(self, schema: Any) -> Any:
+            return self.get_flattened_anyof(
+                [
+                    self.generate_inner(schema["lax_schema"]),
+                    self.generate_inner(schema["strict_schema"]),
+                ]
+            )
+
+        def _update_class_schema(self, json_schema: Any, cls: Any, config: Any) -> None:
+            # Of pydantic's class updates only ``extra`` concerns the JSON (a title does not,
+            # and ``json_schema_extra`` may say anything).
+            extra = (config or {}).get("extra")
+            if "additionalProperties" not in json_schema and extra in ("allow", "forbid"):
+                json_schema["additionalProperties"] = extra == "allow"
+
+    return SerializedSchema
 
 
 def _closed(schema: Any, depth: int) -> Any:
@@ -189,85 +369,6 @@ def _closed(schema: Any, depth: int) -> Any:
         if isinstance(out.get(key), dict):
             out[key] = {k: _closed(v, depth + 1) for k, v in out[key].items()}
     return out
-
-
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    bool: {"type": "boolean"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    type(None): {"type": "null"},
-    None: {"type": "null"},
-}
-_SEQUENCES = (
-    list,
-    tuple,
-    set,
-    frozenset,
-    collections.abc.Sequence,
-    collections.abc.MutableSequence,
-    collections.abc.Set,
-    collections.abc.MutableSet,
-)
-_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
-
-
-class _Converter:
-    """Annotations pydantic refuses, to JSON Schema: ``typing.TypedDict`` (before Python
-    3.12), and the dataclasses and generics around one. Anything else is "any value"."""
-
-    def __init__(self, defs: dict[str, Any]) -> None:
-        self.defs = defs
-
-    def schema(self, tp: Any, depth: int) -> dict[str, Any]:
-        if depth > _MAX_DEPTH:
-            return {}
-        if typing.get_origin(tp) is typing.Annotated:
-            tp = typing.get_args(tp)[0]
-        if tp in _PRIMITIVES:
-            return dict(_PRIMITIVES[tp])
-        origin = typing.get_origin(tp)
-        args = typing.get_args(tp)
-        if origin is typing.Union or origin is types.UnionType:
-            return {"anyOf": [self.schema(a, depth + 1) for a in args]}
-        if origin is typing.Literal:
-            return {"enum": list(args)}
-        if origin in _SEQUENCES or tp in _SEQUENCES:
-            if origin is tuple and args and args[-1] is not Ellipsis:
-                return {"type": "array", "prefixItems": [self.schema(a, depth + 1) for a in args]}
-            item = self.schema(args[0], depth + 1) if args else {}
-            return {"type": "array", "items": item}
-        if origin in _MAPPINGS or tp in _MAPPINGS:
-            if len(args) == 2 and args[0] is str:
-                return {"type": "object", "additionalProperties": self.schema(args[1], depth + 1)}
-            return {"type": "object"}
-        if typing.is_typeddict(tp):
-            required = set(getattr(tp, "__required_keys__", ()))
-            return self._class(tp, depth, lambda name: name in required)
-        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-            return self._class(tp, depth, lambda name: True)
-        return {}
-
-    def _class(self, cls: type, depth: int, required: Callable[[str], bool]) -> dict[str, Any]:
-        name = re.sub(r"[^A-Za-z0-9_.]", "_", f"{cls.__module__}.{cls.__qualname__}")
-        ref = {"$ref": f"#/$defs/{name}"}
-        if name in self.defs:
-            return ref
-        self.defs[name] = {}  # a class that contains itself refers to this entry
-        try:
-            hints = typing.get_type_hints(cls, include_extras=True)
-        except Exception:
-            self.defs[name] = {"type": "object"}
-            return ref
-        props = {k: self.schema(v, depth + 1) for k, v in hints.items() if not k.startswith("_")}
-        if dataclasses.is_dataclass(cls):
-            props = {f.name: props.get(f.name, {}) for f in dataclasses.fields(cls)}
-        self.defs[name] = {
-            "type": "object",
-            "properties": props,
-            "required": [k for k in props if required(k)],
-        }
-        return ref
 
 
 # -- docstrings ----------------------------------------------------------------------------
@@ -317,13 +418,22 @@ _OBJECTS = frozenset({"dict", "Dict", "Mapping"})
 
 
 def docstring_shape(doc: str | None) -> dict[str, Any] | None:
-    """The shape a ``Returns:`` section states in the seed's convention, or None."""
+    """The shape a ``Returns:`` section states in the seed's convention, or None.
+
+    Only a section that is clearly a shape is one: the shape stands alone after a few
+    words ("An object shaped"), not as part of a type (``dict[str, Any]: the user
+    record``, Google style), and is followed by nothing or by other sentences that do not
+    make it unsure ("or None", "plus other keys") nor add another shape. A shape written
+    with example values (``{"name": "Bob", "manager": null}``) is not one: an example's
+    ``null`` says nothing of the field's type, nor its keys of the result's."""
     text = _returns_section(doc or "")
     if text is None or len(text) > MAX_DOC_SHAPE_CHARS:
         return None
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start < 0:
         return None
+    if start > 0 and not (text[start - 1].isspace() or text[start - 1] == ":"):
+        return None  # dict[str, Any], List[Monster]: a type, not a shape
     end = _balanced_end(text, start)
     if end is None:
         return None
@@ -331,7 +441,7 @@ def docstring_shape(doc: str | None) -> dict[str, Any] | None:
     words = re.findall(r"[A-Za-z]+", prefix.lower())
     if any(w not in _PREFIX_WORDS for w in words) or re.search(r"[^\sA-Za-z:]", prefix):
         return None
-    if _UNSURE & set(re.findall(r"[a-z]+", suffix.lower())):
+    if _UNSURE & set(re.findall(r"[a-z]+", suffix.lower())) or re.search(r"[\[{]", suffix):
         return None
     try:
         tree = _parse(body)
@@ -407,7 +517,7 @@ def _doc_value(node: ast.AST, depth: int) -> dict[str, Any]:
         for key, value in zip(node.keys, node.values, strict=True):
             if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
                 raise _NotAShape  # {**x}, {1: ...}: not a list of fields
-            props[key.value] = _doc_value(value, depth + 1)
+            props[key.value] = _doc_type(value, depth + 1, alone=True)
         return {
             "type": "object",
             "properties": props,
@@ -424,23 +534,39 @@ def _doc_value(node: ast.AST, depth: int) -> dict[str, Any]:
         return {"type": "object", "properties": props, "additionalProperties": False}
     if isinstance(node, ast.List):
         if len(node.elts) == 1:
-            return {"type": "array", "items": _doc_value(node.elts[0], depth + 1)}
+            return {"type": "array", "items": _doc_type(node.elts[0], depth + 1, alone=True)}
+        for element in node.elts:  # [str, int]: its items' types, or an example
+            _doc_type(element, depth + 1, alone=True)
         return {"type": "array"}
-    return _doc_type(node, depth)
+    return _doc_type(node, depth, alone=True)
 
 
-def _doc_type(node: ast.AST, depth: int) -> dict[str, Any]:
-    """A type in a shape: ``str``, ``int | None``, ``list[str]``, ``Optional[int]``."""
+def _doc_type(node: ast.AST, depth: int, *, alone: bool = False) -> dict[str, Any]:
+    """A type in a shape: ``str``, ``int | None``, ``list[str]``, ``Optional[int]``,
+    ``"a" | "b"`` (literal strings, in a union).
+
+    ``alone``: the whole type of a field or an item. A value there that is not a type
+    (``"Bob"``, ``42``, ``true``, a lone ``null``) is an example: ``_NotAShape``."""
+    if depth > _MAX_DEPTH:
+        return {}
     if isinstance(node, ast.Dict | ast.Set | ast.List):
         return _doc_value(node, depth + 1)
     if isinstance(node, ast.Constant):
+        if node.value is Ellipsis:
+            return {}  # [...], {"items": ...}: left unsaid
+        if isinstance(node.value, str) and node.value in _TYPE_NAMES and node.value != "null":
+            return dict(_TYPE_NAMES[node.value])  # "str": a type name, quoted
+        if alone:
+            raise _NotAShape  # an example value
         if node.value is None:
             return {"type": "null"}
         if isinstance(node.value, str):
-            return dict(_TYPE_NAMES.get(node.value, {}))
-        return {}
+            return {"const": node.value}  # "treasury" | "engineering"
+        raise _NotAShape
     if isinstance(node, ast.Name | ast.Attribute):
         name = node.id if isinstance(node, ast.Name) else node.attr
+        if name in _EXAMPLE_NAMES or (alone and name in ("None", "null")):
+            raise _NotAShape  # true, false, a lone null: example values
         return dict(_TYPE_NAMES.get(name, {}))
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
         return {"anyOf": [_doc_type(node.left, depth + 1), _doc_type(node.right, depth + 1)]}
@@ -449,13 +575,26 @@ def _doc_type(node: ast.AST, depth: int) -> dict[str, Any]:
         name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
         args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if name in _ARRAYS:
-            return {"type": "array", "items": _doc_type(args[0], depth + 1)}
+            if len(args) == 1 or (len(args) == 2 and _is_ellipsis(args[1])):
+                return {"type": "array", "items": _doc_type(args[0], depth + 1, alone=True)}
+            return {"type": "array"}  # tuple[int, str]: items of several types
         if name in _OBJECTS and len(args) == 2:
-            return {"type": "object", "additionalProperties": _doc_type(args[1], depth + 1)}
+            value = _doc_type(args[1], depth + 1, alone=True)
+            return {"type": "object", "additionalProperties": value}
         if name == "Optional":
             return {"anyOf": [_doc_type(args[0], depth + 1), {"type": "null"}]}
         if name == "Union":
             return {"anyOf": [_doc_type(a, depth + 1) for a in args]}
         if name == "Literal" and all(isinstance(a, ast.Constant) for a in args):
             return {"enum": [a.value for a in args if isinstance(a, ast.Constant)]}
+        return {}
+    if alone:
+        raise _NotAShape  # -1, f"...", a call: an example, not a type
     return {}
+
+
+def _is_ellipsis(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
+_EXAMPLE_NAMES = frozenset({"true", "false", "True", "False"})
