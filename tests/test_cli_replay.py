@@ -9,18 +9,29 @@ one subprocess test of the command.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
 
-from tests.helpers import arun_cli, cli_subprocess, run_cli
+from durable_plan.temporal import start_plan
+from durable_plan.tools.registry import ToolRegistry
+from tests.helpers import arun_cli, cli_subprocess, finish, run_cli, spawn_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "histories" / "0.1.0"
 KEYS = (CORPUS / "keys.txt").read_text().strip()
 USER_WORKFLOWS = ("--workflows", "tests.corpus.workflows")
+
+
+def lookup(name: str) -> dict[str, Any]:
+    """Find a monster. Returns {"name": str}."""
+    return {"name": name}
 
 
 def corpus_names() -> list[str]:
@@ -170,3 +181,76 @@ def test_the_command_as_a_subprocess(tmp_path: Path) -> None:
         line for line in lines if "plan_chain_diverged" in line
     ]
     assert "1 do not replay" in done.stderr
+
+
+async def test_a_plan_started_with_a_delay_replays_at_once(
+    client: Client, temporal_target: str, workflow_id: str, task_queue: str
+) -> None:
+    """A plan started with ``start_delay`` has no workflow task yet: nothing to replay, and the
+    pre-deploy check the README recommends (every running workflow) answers at once, exit 0.
+    As a subprocess with a deadline of its own: before the fix the command never answered."""
+    plan = {"steps": [{"id": "u", "tool": "lookup", "args": {"name": "ana"}}]}
+    handle = await start_plan(
+        client, plan, task_queue=task_queue, registry=ToolRegistry([lookup]),
+        workflow_id=workflow_id, start_options={"start_delay": timedelta(hours=1)},
+        if_no_worker="ignore",
+    )  # fmt: skip
+    try:
+        # Running, and only this one: other tests' running workflows are not this test's.
+        query = f'ExecutionStatus="Running" AND WorkflowId="{workflow_id}"'
+        async with asyncio.timeout(30):
+            while not [w async for w in client.list_workflows(query)]:
+                await asyncio.sleep(0.1)
+        proc = await spawn_cli("replay", "--query", query, "--address", temporal_target)
+        try:
+            code, out, err = await finish(proc, timeout=60)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            pytest.fail("durable-plan replay did not answer within 60 s")
+        assert code == 0, out + err
+        [line] = out.splitlines()
+        assert line.startswith(f"ok    {workflow_id}  PlanWorkflow {workflow_id}"), line
+        assert "no workflow task yet" in line, line
+        assert "1 history on durable-plan" in err and "all replay" in err, err
+    finally:
+        await handle.handle.terminate("test over")
+
+
+def test_the_command_answers_within_its_timeout() -> None:
+    """Past ``--timeout`` the command stops with one line saying so (and how to give more
+    time), exit 1: a pre-deploy check that cannot say "all replay" must not pass."""
+    done = run_cli("replay", str(CORPUS), *USER_WORKFLOWS, "--timeout", "0.001")
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("durable-plan: error: replay: no answer within 0.001 s"), last
+    assert "--timeout" in last and "still replaying" in last, last
+
+
+def test_a_replay_that_never_ends_is_still_bounded() -> None:
+    """The SDK's replayer cannot be cancelled while it waits for a workflow task that never
+    comes (its clean-up awaits the same task), so the bound cannot be asyncio's alone: a
+    replay whose cancellation never finishes still gives an answer at the deadline."""
+    from durable_plan.temporal.replay import ReplayTimedOut, bounded_in_thread
+
+    held: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    async def stuck(tell: Any) -> None:
+        tell("first")
+        never = asyncio.Event()
+        held.append((asyncio.get_running_loop(), never))
+        try:
+            await never.wait()
+        finally:  # as the replayer's clean-up does: wait for what never comes
+            await never.wait()
+
+    async def main() -> None:
+        with pytest.raises(ReplayTimedOut) as caught:
+            await bounded_in_thread(stuck, 0.5)
+        assert caught.value.answered == ["first"]
+
+    started = time.monotonic()
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert time.monotonic() - started < 5
+    [(loop, never)] = held
+    loop.call_soon_threadsafe(never.set)  # the thread left behind ends with the test

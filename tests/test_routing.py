@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from strands.types.tools import ToolUse
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -34,6 +35,7 @@ from durable_plan.temporal import (
     start_plan,
     tool_worker,
 )
+from durable_plan.temporal.agent_tools import durable_tools
 from durable_plan.temporal.client import (
     NoWorkerError,
     NoWorkerWarning,
@@ -738,3 +740,127 @@ async def test_in_process_a_limited_tools_calls_keep_its_limits() -> None:
     assert most[0] == 3
     # 30 starts at 20/s with a burst of 20: the last no sooner than (30 - 20) / 20 s after.
     assert starts[-1] - starts[0] >= 0.45
+
+
+class _AtOnce:
+    """The most calls of the tools under test that ran at once (a counter, not timing)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.most = 0
+
+    async def call(self, n: int) -> dict[str, Any]:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        await asyncio.sleep(0.01)  # each call yields, so calls not held back overlap
+        self.running -= 1
+        return {"n": n}
+
+
+def _six_steps(tool: str) -> dict[str, Any]:
+    """Six independent steps of ``tool``: nothing but the queue's limits holds them back."""
+    return {"steps": [{"id": f"s{n}", "tool": tool, "args": {"n": n}} for n in range(6)]}
+
+
+def _limiters_of(queue: str) -> list[dict[str, Any]]:
+    """The limits of every in-process limiter this event loop holds for ``queue`` (a queue
+    name of the test's own: the tests share one event loop)."""
+    from durable_plan.tools import limits
+
+    held = limits._LIMITERS.get(asyncio.get_running_loop(), {})
+    return [limiter.limits for (name, _), limiter in held.items() if name == queue]
+
+
+async def test_in_process_a_queues_limits_hold_its_tools_that_state_none(task_queue: str) -> None:
+    """A tool stating no limit on a queue another tool limits to one call at once: six steps
+    of it run one at a time in-process, as the queue's worker would run them."""
+    at_once = _AtOnce()
+
+    async def limited(n: int) -> dict[str, Any]:
+        """Returns {"n": int}."""
+        return await at_once.call(n)
+
+    async def unstated(n: int) -> dict[str, Any]:
+        """Returns {"n": int}."""
+        return await at_once.call(n)
+
+    registry = ToolRegistry()
+    registry.add(limited, task_queue=task_queue, max_concurrent=1)
+    registry.add(unstated, task_queue=task_queue)
+    result = await execute_plan(_six_steps("unstated"), registry)
+    assert result.ok, result
+    assert at_once.most == 1
+
+    # The model's direct calls of it in-process (a plain Strands agent): the same limiter.
+    [direct] = [t for t in durable_tools(registry) if t.tool_name == "unstated"]
+
+    async def call_directly(n: int) -> Any:
+        use: ToolUse = {"toolUseId": f"t{n}", "name": "unstated", "input": {"n": n}}
+        return [event async for event in direct.stream(use, {})]
+
+    at_once.most = 0
+    await asyncio.gather(*(call_directly(n) for n in range(6)))
+    assert at_once.most == 1
+
+
+@pytest.mark.parametrize("first", ["paced", "single"])
+async def test_in_process_a_queue_has_one_limiter_whichever_tool_runs_first(
+    first: str, task_queue: str
+) -> None:
+    """Two tools of one queue stating different kinds of limit (a rate, calls at once): the
+    queue's limiter holds both limits for both tools, whichever is called first."""
+    at_once = _AtOnce()
+
+    async def paced(n: int) -> dict[str, Any]:
+        """Returns {"n": int}."""
+        return await at_once.call(n)
+
+    async def single(n: int) -> dict[str, Any]:
+        """Returns {"n": int}."""
+        return await at_once.call(n)
+
+    registry = ToolRegistry()
+    registry.add(paced, task_queue=task_queue, max_per_second=1000)
+    registry.add(single, task_queue=task_queue, max_concurrent=1)
+    second = "single" if first == "paced" else "paced"
+    for tool in (first, second):
+        result = await execute_plan(_six_steps(tool), registry)
+        assert result.ok, result
+    assert at_once.most == 1
+    merged = {"max_task_queue_activities_per_second": 1000, "max_concurrent_activities": 1}
+    assert _limiters_of(task_queue) == [merged]
+
+
+async def test_in_process_and_worker_limits_of_a_queue_are_one_merge(
+    client: Client, task_queue: str
+) -> None:
+    """Parity: the limiter of a queue's in-process calls and its worker's options come from
+    the registry's one merge of the queue's limits (``ToolRegistry.queue_limits``)."""
+    at_once = _AtOnce()
+
+    async def paced(n: int) -> dict[str, Any]:
+        """Returns {"n": int}."""
+        return await at_once.call(n)
+
+    async def unstated(n: int) -> dict[str, Any]:
+        """Returns {"n": int}."""
+        return await at_once.call(n)
+
+    registry = ToolRegistry()
+    registry.add(paced, task_queue=task_queue, max_per_second=50)
+    registry.add(limited_call, task_queue=task_queue, max_concurrent=2)
+    registry.add(unstated, task_queue=task_queue)
+    config = tool_worker(client, task_queue=task_queue, registry=registry).config()
+    worker_limits = {
+        key: config.get(key)
+        for key in ("max_task_queue_activities_per_second", "max_concurrent_activities")
+    }
+    assert worker_limits == registry.queue_limits(task_queue)
+    assert worker_limits == {
+        "max_task_queue_activities_per_second": 50,
+        "max_concurrent_activities": 2,
+    }
+    result = await execute_plan(_six_steps("unstated"), registry)
+    assert result.ok, result
+    assert at_once.most == 2
+    assert _limiters_of(task_queue) == [worker_limits]

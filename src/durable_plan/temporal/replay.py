@@ -5,15 +5,23 @@ command the recording version issued. One that does not would fail a plan in fli
 with a nondeterminism error after the upgrade. ``replay`` answers per history: ok, or
 where the two versions part (the first event that diverges, as Temporal names it).
 
+A history with no workflow task yet (a plan started with ``start_delay``, or whose first task
+has not been scheduled) has nothing to replay: no workflow code has run, so no recorded
+command can disagree with this version's, and the upgraded workers run it from its start.
+It is ``ok`` without a replay; given to the SDK's replayer it would wait forever for a task.
+
 Used by ``durable-plan replay`` and by the test that replays every release's corpus.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-from collections.abc import AsyncIterator, Iterable, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -23,7 +31,9 @@ from temporalio.worker import Replayer
 from durable_plan.language.limits import brief
 from durable_plan.protect.encryption import ENCODING, KEYS_ENV
 
-__all__ = ["ReplayOutcome", "plan_workflows", "replay"]
+__all__ = ["ReplayOutcome", "ReplayTimedOut", "bounded_in_thread", "plan_workflows", "replay"]
+
+T = TypeVar("T")
 
 _EVENT = re.compile(r"HistoryEvent\(id: (\d+), ([A-Za-z]+)")
 _NONDETERMINISM = re.compile(r"\[TMPRL1100\] Nondeterminism error: (.*?)\", source:")
@@ -42,6 +52,8 @@ class ReplayOutcome:
     event_id: int | None = None
     """The first event that diverges, when Temporal names it."""
     event_type: str | None = None
+    note: str | None = None
+    """Why an ``ok`` needed no replay (``NOTHING_TO_REPLAY``)."""
 
     @property
     def ok(self) -> bool:
@@ -51,9 +63,24 @@ class ReplayOutcome:
         """``ok  name  Type id`` or ``FAIL  name  Type id: event N (Type): message``."""
         head = f"{self.name}  {self.workflow_type} {self.workflow_id}"
         if self.ok:
-            return f"ok    {head}"
+            return f"ok    {head}" + (f": {self.note}" if self.note else "")
         where = f"event {self.event_id} ({self.event_type}): " if self.event_id else ""
         return f"FAIL  {head}: {where}{self.error}"
+
+
+NOTHING_TO_REPLAY = "no workflow task yet, nothing to replay (this version runs it from its start)"
+"""The note of a history without a workflow task (``start_delay``): it cannot diverge."""
+
+
+class ReplayTimedOut(TimeoutError):
+    """The replay did not finish within its bound: what was answered by then, and the
+    history the replayer was still on (when known)."""
+
+    def __init__(self, timeout: float, answered: list[Any], waiting: str | None = None) -> None:
+        super().__init__(f"no answer within {timeout:g} s")
+        self.timeout = timeout
+        self.answered = answered
+        self.waiting = waiting
 
 
 def plan_workflows() -> list[type]:
@@ -69,44 +96,115 @@ async def replay(
     *,
     workflows: Sequence[type] = (),
     plugins: Sequence[Any] = (),
+    timeout: float | None = None,
     **replayer_options: Any,
 ) -> list[ReplayOutcome]:
     """Replay each ``(name, history)`` with this package's workflows plus ``workflows``
     (the user's conversation workflows) and ``plugins`` (``StrandsPlugin(models={})`` for
-    histories written through its converter, ``EncryptionPlugin(keys)`` for sealed ones)."""
+    histories written through its converter, ``EncryptionPlugin(keys)`` for sealed ones).
+
+    Outcomes come in the order of ``histories``. ``timeout``: seconds for the whole replay;
+    past it ``ReplayTimedOut`` carries the outcomes known and the history being replayed
+    (the replayer is left behind on a thread of its own, ``bounded_in_thread``)."""
     every = [*plan_workflows(), *workflows]
     known = {_type_name(cls) for cls in every}
-    named: list[tuple[str, WorkflowHistory]] = []
-    unknown: list[ReplayOutcome] = []
-    for name, history in histories:
+    settled: dict[int, ReplayOutcome] = {}
+    named: list[tuple[int, str, WorkflowHistory]] = []
+    for index, (name, history) in enumerate(histories):
         workflow_type = _workflow_type(history)
-        if workflow_type in known:
-            named.append((name, history))
-        else:  # Temporal would say only "not registered on this worker", after a traceback
-            unknown.append(_unknown_type(name, history, workflow_type, sorted(known)))
+        if workflow_type not in known:
+            # Temporal would say only "not registered on this worker", after a traceback.
+            settled[index] = _unknown_type(name, history, workflow_type, sorted(known))
+        elif not any(event.event_type == _WFT_SCHEDULED for event in history.events):
+            # The SDK's replayer would wait for a workflow task forever.
+            settled[index] = ReplayOutcome(
+                name, history.workflow_id, workflow_type, note=NOTHING_TO_REPLAY
+            )
+        else:
+            named.append((index, name, history))
+
+    def in_order(replayed: list[ReplayOutcome]) -> list[ReplayOutcome]:
+        """Every outcome known, in the order given (``replayed``: the first of ``named``)."""
+        outcomes = dict(settled)
+        for (index, _, _), outcome in zip(named, replayed, strict=False):
+            outcomes[index] = outcome
+        return [outcomes[index] for index in sorted(outcomes)]
+
     if not named:
-        return unknown
+        return in_order([])
 
     def replayer() -> Replayer:
         # A new one per use: one reused after its replay iterator closed never answers.
         return Replayer(workflows=every, plugins=list(plugins), **replayer_options)
 
-    by_run = {(h.workflow_id, _run_id(h)): (name, h) for name, h in named}
-    replayed: list[ReplayOutcome] = []
+    by_run = {(h.workflow_id, _run_id(h)): (name, h) for _, name, h in named}
 
-    async def each() -> AsyncIterator[WorkflowHistory]:
-        for _, history in named:
-            yield history
+    async def replay_all(tell: Callable[[ReplayOutcome], None]) -> None:
+        async def each() -> AsyncIterator[WorkflowHistory]:
+            for _, _, history in named:
+                yield history
 
-    async with replayer().workflow_replay_iterator(each()) as results:
-        async for result in results:
-            key = (result.history.workflow_id, _run_id(result.history))
-            name, history = by_run.get(key, (result.history.workflow_id, result.history))
-            outcome = _outcome(name, history, result.replay_failure)
-            if outcome.event_id is None and "nondeterminism" in str(outcome.error).lower():
-                outcome = await _locate(replayer(), history, outcome)
-            replayed.append(outcome)
-    return [*unknown, *replayed]
+        async with replayer().workflow_replay_iterator(each()) as results:
+            async for result in results:
+                key = (result.history.workflow_id, _run_id(result.history))
+                name, history = by_run.get(key, (result.history.workflow_id, result.history))
+                outcome = _outcome(name, history, result.replay_failure)
+                if outcome.event_id is None and "nondeterminism" in str(outcome.error).lower():
+                    outcome = await _locate(replayer(), history, outcome)
+                tell(outcome)
+
+    try:
+        replayed = await bounded_in_thread(replay_all, timeout)
+    except ReplayTimedOut as exc:
+        if len(exc.answered) == len(named):  # every verdict is in; only a clean-up was late
+            return in_order(exc.answered)
+        waiting = named[len(exc.answered)][1]
+        raise ReplayTimedOut(timeout or 0.0, in_order(exc.answered), waiting) from None
+    return in_order(replayed)
+
+
+async def bounded_in_thread(
+    work: Callable[[Callable[[T], None]], Coroutine[Any, Any, None]], timeout: float | None
+) -> list[T]:
+    """What ``work`` tells (in order) by the time it returns, within ``timeout`` seconds.
+
+    ``work`` runs in an event loop on a daemon thread of its own, because the SDK's replayer
+    cannot be cancelled while it waits for a workflow task that never comes: its clean-up
+    awaits that same task, so ``asyncio.timeout`` around it would hang too. Past the bound
+    ``ReplayTimedOut`` carries what was told; the thread is left behind (a command leaves
+    the process at once, ``exit_now``)."""
+    if timeout is not None and timeout <= 0:
+        raise ReplayTimedOut(timeout, [])
+    loop = asyncio.get_running_loop()
+    told: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def send(kind: str, value: Any) -> None:
+        # A closed loop: the caller stopped waiting long ago (its deadline passed).
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(told.put_nowait, (kind, value))
+
+    def run() -> None:
+        try:
+            asyncio.run(work(lambda item: send("item", item)))
+        except BaseException as exc:  # handed to the caller, who raises it
+            send("error", exc)
+        else:
+            send("done", None)
+
+    threading.Thread(target=run, name="durable-plan replay", daemon=True).start()
+    deadline = None if timeout is None else loop.time() + timeout
+    answered: list[T] = []
+    while True:
+        left = None if deadline is None else max(0.0, deadline - loop.time())
+        try:
+            kind, value = await asyncio.wait_for(told.get(), left)
+        except TimeoutError:
+            raise ReplayTimedOut(timeout or 0.0, answered) from None
+        if kind == "done":
+            return answered
+        if kind == "error":
+            raise value
+        answered.append(value)
 
 
 async def _locate(

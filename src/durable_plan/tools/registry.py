@@ -11,6 +11,7 @@ raw JSON result so later bindings can address its fields.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -27,13 +28,14 @@ from strands.types._events import ToolInterruptEvent
 from strands.types.tools import AgentTool
 
 from durable_plan.check import ToolCatalog, ToolSpec
+from durable_plan.language import routing
 from durable_plan.language.agent_step import RESERVED_TOOL_NAMES
 from durable_plan.language.errors import APPROVAL_REFUSAL, StepFailure, interrupt_message
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolKind, ToolOptions
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.routing import check_routing
+from durable_plan.tools import limits
 from durable_plan.tools.approval import ApprovalPolicy
-from durable_plan.tools.limits import call_slot
 from durable_plan.tools.return_shapes import declared_shape, result_projection, return_shape
 
 __all__ = [
@@ -220,6 +222,21 @@ class ToolRegistry:
             if t.target is not None and t.kind != "mcp" and t.options.task_queue == task_queue
         ]
 
+    def queue_limits(self, task_queue: str) -> dict[str, Any]:
+        """The limits of ``task_queue`` as worker options, merged over every tool of it
+        (``routing.queue_limits``; raises when two state different ones): ``tool_worker``
+        gives them to the queue's worker and ``call_slot`` holds in-process calls to them,
+        one merge for both, so a tool that states none is held by its queue-mates' limits."""
+        return routing.queue_limits(self.routed_to(task_queue), task_queue)
+
+    def call_slot(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Where an in-process call of ``name`` waits for its queue's limits (the same
+        limiter for every tool of the queue, whichever is called first)."""
+        queue = self.get(name).options.task_queue
+        if queue is None:
+            return contextlib.nullcontext()
+        return limits.call_slot(queue, self.queue_limits(queue))
+
     def add(
         self,
         obj: Any,
@@ -368,7 +385,7 @@ class ToolRegistry:
         (``durable_plan.tools.limits``; durably its queue holds them)."""
         tool = self.get(name)
         try:
-            async with call_slot(tool.options):
+            async with self.call_slot(name):
                 return await tool.invoke(args, invocation_state)
         except InterruptException:
             # Nobody can answer a person's question in the middle of a plan.

@@ -7,6 +7,7 @@ nondeterminism error. This command runs the same replay offline: histories from 
 server (``--workflow-id``, ``--query``), with this installed version's workflows, the user's
 own (``--workflows``) and the converter the workers use (Strands' converter; the keys in
 ``$DURABLE_PLAN_KEYS`` for sealed payloads). One line per workflow; exit 0 only if all replay.
+The whole command is bounded (``--timeout``): a check that cannot answer must not hang a deploy.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import argparse
 import asyncio
 import json
 import logging
+import math
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +40,7 @@ a history is a few times larger, never this large."""
 
 def replay(args: argparse.Namespace) -> int:
     """Replay every history named and print one line each; the exit code says whether all did."""
+    started = time.monotonic()
     if not (args.paths or args.workflow_id or args.query):
         raise CommandError(
             EXIT_BAD_INPUT,
@@ -44,33 +48,57 @@ def replay(args: argparse.Namespace) -> int:
         )
     if args.limit < 1:
         raise CommandError(EXIT_BAD_INPUT, f"replay: --limit must be at least 1, not {args.limit}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise CommandError(
+            EXIT_BAD_INPUT, f"replay: --timeout must be more than 0 seconds, not {args.timeout:g}"
+        )
     # Everything local is read and checked before a server is asked or a worker built.
     from_files = [item for path in args.paths for item in _histories_at(Path(path))]
     workflows = [cls for spec in args.workflows for cls in _workflow_classes(spec)]
     plugins = _plugins(args.encrypt)
-    if not (args.workflow_id or args.query):
-        if not from_files:
-            raise CommandError(EXIT_BAD_INPUT, "replay: no .json histories in " + _paths(args))
-        return asyncio.run(_replay_and_report(from_files, workflows, plugins))
+    if not (args.workflow_id or args.query) and not from_files:
+        raise CommandError(EXIT_BAD_INPUT, "replay: no .json histories in " + _paths(args))
 
     from durable_plan.cli.commands.server import client_command, connect
 
-    async def with_server() -> int:
-        client = await connect(args.address, args.namespace, encrypt=False)
-        fetched = await _fetch(client, args.workflow_id, args.query, args.limit)
-        if not (from_files or fetched):
-            raise CommandError(EXIT_BAD_INPUT, f"replay: no workflow matches {args.query!r}")
-        return await _replay_and_report([*from_files, *fetched], workflows, plugins)
+    deadline = started + args.timeout
 
-    client_command(with_server())
+    async def command() -> int:
+        fetched: list[tuple[str, WorkflowHistory]] = []
+        if args.workflow_id or args.query:
+            try:
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    client = await connect(args.address, args.namespace, encrypt=False)
+                    await _fetch(client, args.workflow_id, args.query, args.limit, fetched)
+            except TimeoutError:
+                raise CommandError(
+                    EXIT_FAILED,
+                    f"replay: no answer within {args.timeout:g} s (--timeout): the server had "
+                    f"sent {_histories(len(fetched))} by then; give it more time "
+                    "(--timeout SECONDS) or fewer workflows (--limit, a narrower --query)",
+                ) from None
+            if not (from_files or fetched):
+                raise CommandError(EXIT_BAD_INPUT, f"replay: no workflow matches {args.query!r}")
+        return await _replay_and_report(
+            [*from_files, *fetched], workflows, plugins, args.timeout, deadline
+        )
+
+    # Through client_command, files alone too: past the deadline a replayer may be left
+    # waiting on its thread, and the process leaves at once (exit_now) instead of joining it.
+    client_command(command())
 
 
 async def _replay_and_report(
-    histories: list[tuple[str, WorkflowHistory]], workflows: list[type], plugins: list[Any]
+    histories: list[tuple[str, WorkflowHistory]],
+    workflows: list[type],
+    plugins: list[Any],
+    timeout: float,
+    deadline: float,
 ) -> int:
     from temporalio.runtime import Runtime, TelemetryConfig
 
     from durable_plan import __version__
+    from durable_plan.temporal.replay import ReplayTimedOut
     from durable_plan.temporal.replay import replay as replay_histories
 
     # A failed replay is the answer here, not an incident: the SDK's warnings and tracebacks
@@ -81,8 +109,22 @@ async def _replay_and_report(
     logger.setLevel(logging.CRITICAL)
     try:
         outcomes: list[ReplayOutcome] = await replay_histories(
-            histories, workflows=workflows, plugins=plugins, runtime=quiet
+            histories,
+            workflows=workflows,
+            plugins=plugins,
+            timeout=max(0.0, deadline - time.monotonic()),
+            runtime=quiet,
         )
+    except ReplayTimedOut as exc:
+        for outcome in exc.answered:
+            print(outcome.line(), flush=True)
+        raise CommandError(
+            EXIT_FAILED,
+            f"replay: no answer within {timeout:g} s (--timeout): {len(exc.answered)} of "
+            f"{_histories(len(histories))} answered, {exc.waiting!r} was still replaying; give "
+            "it more time (--timeout SECONDS) or replay that one alone (--workflow-id ID) to "
+            "see whether it ever ends",
+        ) from None
     finally:
         logger.setLevel(level)
     for outcome in outcomes:
@@ -90,10 +132,14 @@ async def _replay_and_report(
     failed = sum(not outcome.ok for outcome in outcomes)
     verdict = "all replay" if not failed else f"{failed} do not replay"
     print(
-        f"replay: {len(outcomes)} histories on durable-plan {__version__}: {verdict}",
+        f"replay: {_histories(len(outcomes))} on durable-plan {__version__}: {verdict}",
         file=sys.stderr,
     )
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _histories(count: int) -> str:
+    return f"{count} histor{'y' if count == 1 else 'ies'}"
 
 
 def _histories_at(path: Path) -> Iterator[tuple[str, WorkflowHistory]]:
@@ -161,11 +207,16 @@ def _history_file(
 
 
 async def _fetch(
-    client: Client, workflow_ids: list[str], query: str | None, limit: int
-) -> list[tuple[str, WorkflowHistory]]:
+    client: Client,
+    workflow_ids: list[str],
+    query: str | None,
+    limit: int,
+    fetched: list[tuple[str, WorkflowHistory]],
+) -> None:
+    """Into ``fetched`` (so that a deadline knows how far it came): the histories of
+    ``workflow_ids``, then of what ``query`` lists."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    fetched: list[tuple[str, WorkflowHistory]] = []
     for workflow_id in workflow_ids:
         try:
             history = await client.get_workflow_handle(workflow_id).fetch_history()
@@ -188,7 +239,6 @@ async def _fetch(
                     f"replay: the server refuses --query {query!r}: {exc.message}",
                 ) from None
             raise
-    return fetched
 
 
 def _workflow_classes(spec: str) -> list[type]:

@@ -66,7 +66,7 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     async with worker:
         print(
             f"worker{' (tools only)' if args.tools_only else ''}: "
-            f"{_served(served, args.task_queue)} on task queue {args.task_queue!r} at "
+            f"{_served(served, registry, args.task_queue)} on task queue {args.task_queue!r} at "
             f"{args.address} (namespace {args.namespace})"
             f"{_routed_elsewhere(registry, args.task_queue, args.tools)}{_sealing(client)}; "
             "Ctrl-C stops it",
@@ -77,12 +77,11 @@ async def _serve(args: argparse.Namespace, registry: object) -> int:
     return EXIT_OK
 
 
-def _served(tools: Sequence[Tool], task_queue: str) -> str:
-    """``3 tools (a, b, c)``, with the queue's limits when its tools have any."""
-    from durable_plan.language.routing import queue_limits
-
+def _served(tools: Sequence[Tool], registry: ToolRegistry, task_queue: str) -> str:
+    """``3 tools (a, b, c)``, with the queue's limits when its tools have any (the merge
+    the worker was given, ``ToolRegistry.queue_limits``)."""
     text = f"{len(tools)} tool{'' if len(tools) == 1 else 's'} ({', '.join(t.name for t in tools)})"
-    limits = queue_limits([t for t in tools if t.options.task_queue == task_queue], task_queue)
+    limits = registry.queue_limits(task_queue)
     if "max_task_queue_activities_per_second" in limits:
         text += f", at most {limits['max_task_queue_activities_per_second']:g} calls/s"
     if "max_concurrent_activities" in limits:
