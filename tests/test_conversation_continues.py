@@ -13,17 +13,36 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from strands import Agent
+from strands.vended_interventions.hitl import HumanInTheLoop
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.strands_agents import StrandsPlugin
 
+from durable_plan.run.events import PlanEvent
 from durable_plan.strands.carried import recent_turns
+from durable_plan.strands.plugin import WorkflowPlanPlugin
+from durable_plan.temporal import plan_worker
 from durable_plan.temporal.replay import replay
 from durable_plan.temporal.result_form import expand_result
+from durable_plan.temporal.subscribe import conversation_events, plan_events
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from tests.carried_workflows import (
+    CALLS,
+    CARRIED_TOOLS,
+    UNGATED,
+    CarriedConversation,
+    CarriedInput,
+    Turn,
+    charge,
+    confirm,
+    print_label,
+    ship,
+)
 from worker import build_worker
 from workflows.conversation import ConversationInput, GameMasterConversation
 
@@ -153,3 +172,167 @@ def test_recent_turns_keeps_the_newest_whole_turns_within_the_bound() -> None:
     assert recent_turns(messages, max_bytes=size + 100) == _turn(3)
     assert recent_turns(messages, max_bytes=size - 1) == []  # not even the newest fits
     assert recent_turns([]) == []
+
+
+# -- a follower of a conversation that continues as new (issue 45, item 7) ------------------
+
+MONSTERS = ("goblin", "ogre", "skeleton")
+ASKS = [f"Look up the {name} and roll against it." for name in MONSTERS]
+
+
+def _look_and_roll(name: str) -> dict[str, Any]:
+    return {
+        "steps": [
+            {"id": f"look_{name}", "tool": "look_up_monster", "args": {"name": name}},
+            {
+                "id": f"roll_{name}",
+                "tool": "roll_attack",
+                "bind": {"armour": f"steps.look_{name}.armour"},
+            },
+        ]
+    }
+
+
+THREE_PLANS: list[TurnLike] = [
+    item
+    for name in MONSTERS
+    for item in (call("submit_workflow_plan", **_look_and_roll(name)), say(f"The {name}."))
+]
+
+
+async def _read_all(events: AsyncIterator[PlanEvent]) -> list[PlanEvent]:
+    return [event async for event in events]
+
+
+def _by_plan(seen: list[PlanEvent]) -> dict[str, list[tuple[int | None, str, str | None]]]:
+    plans: dict[str, list[tuple[int | None, str, str | None]]] = {}
+    for event in seen:
+        plans.setdefault(event.plan, []).append((event.offset, event.kind, event.step))
+    return plans
+
+
+async def test_a_follower_sees_every_plan_of_a_conversation_that_continues_as_new(
+    temporal_target: str, task_queue: str, workflow_id: str
+) -> None:
+    """Three turns, a continue-as-new after each (four runs). A reader from the start,
+    following live, and one that starts after the first continue-as-new both see the three
+    plans' events, each once, in order, as each plan's own stream has them. Before the fix
+    the reader kept the old run's offset on the new run's stream (offsets started at 0
+    again): it saw 1 of the 3 plans."""
+    models = {"scripted": lambda: ScriptedModel(scripts={ASKS[0]: THREE_PLANS})}
+    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models)])
+    async with build_worker(client, task_queue):
+        started = await client.start_workflow(
+            GameMasterConversation.run,
+            ConversationInput(continue_after_events=1),
+            id=workflow_id,
+            task_queue=task_queue,
+        )
+        early = asyncio.create_task(_read_all(conversation_events(client, workflow_id)))
+        latest = client.get_workflow_handle_for(GameMasterConversation.run, workflow_id)
+        await asyncio.wait_for(latest.execute_update(GameMasterConversation.ask, ASKS[0]), 60)
+        for _ in range(200):  # the first run has continued as new
+            if (await latest.describe()).run_id != started.first_execution_run_id:
+                break
+            await asyncio.sleep(0.05)
+        late = asyncio.create_task(_read_all(conversation_events(client, workflow_id)))
+        for prompt in ASKS[1:]:
+            await asyncio.wait_for(latest.execute_update(GameMasterConversation.ask, prompt), 60)
+        await latest.signal(GameMasterConversation.end)
+        ended = await asyncio.wait_for(latest.result(), 60)
+        seen_early = await asyncio.wait_for(early, 60)
+        seen_late = await asyncio.wait_for(late, 60)
+        plan_ids = [f"{workflow_id}/plan/tooluse_{n}_0" for n in (0, 2, 4)]
+        truth = {
+            plan_id: await _read_all(plan_events(client.get_workflow_handle(plan_id)))
+            for plan_id in plan_ids
+        }
+    assert ended.run == 4 and ended.plans == 3
+    expected = _by_plan([event for plan_id in plan_ids for event in truth[plan_id]])
+    assert all(events[-1][1] == "plan_finished" for events in expected.values())
+    for name, seen in (("from the start", seen_early), ("after a run", seen_late)):
+        assert _by_plan(seen) == expected, name  # every event once, in each plan's order
+        assert list(dict.fromkeys(event.plan for event in seen)) == plan_ids, name
+        assert len(seen) == sum(len(events) for events in expected.values()), name
+
+
+# -- a person's pending answer and the memory of charged steps, across runs -----------------
+
+PAY_AND_PRINT = "Charge order A1 and print its label."
+PAY: dict[str, Any] = {"id": "pay", "tool": "charge", "args": {"order": "A1", "amount": 13}}
+PRINT_PLAN = {
+    "steps": [PAY, {"id": "label", "tool": "print_label", "bind": {"receipt": "steps.pay.receipt"}}]
+}
+SHIP_PLAN = {  # the repair: the same pay step (reused, not charged again), then ship
+    "steps": [PAY, {"id": "send", "tool": "ship", "bind": {"receipt": "steps.pay.receipt"}}]
+}
+ASK_FIRST = "The printer is out of paper: may I ship without a label?"
+PAY_SCRIPT: list[TurnLike] = [
+    call("submit_workflow_plan", **PRINT_PLAN),  # pay runs, label fails
+    call("confirm", question=ASK_FIRST),  # gated: the turn ends waiting for a person
+    call("submit_workflow_plan", **SHIP_PLAN),  # after the person's yes
+    say("Charged once and shipped without a label."),
+]
+
+
+def test_a_repair_after_a_persons_answer_reuses_the_charged_step() -> None:
+    """In-process, no continue-as-new: the invocation that answers an interrupt is the same
+    request going on, so the memory of its plans stays (before the fix it was cleared as for
+    a new request, and the repair charged the order again)."""
+    CALLS.clear()
+    agent = Agent(
+        model=ScriptedModel(scripts={PAY_AND_PRINT: PAY_SCRIPT}),
+        tools=[charge, print_label, ship, confirm],
+        plugins=[WorkflowPlanPlugin(plannable=["*"])],
+        interventions=[HumanInTheLoop(allowed_tools=UNGATED)],
+        callback_handler=None,
+    )
+    first = agent(PAY_AND_PRINT)
+    assert first.stop_reason == "interrupt" and CALLS["charge"] == 1
+    answers = [
+        {"interruptResponse": {"interruptId": i.id, "response": "y"}}
+        for i in first.interrupts or []
+    ]
+    second = agent(answers)  # type: ignore[arg-type]
+    assert str(second).strip() == "Charged once and shipped without a label."
+    assert (CALLS["charge"], CALLS["confirm"], CALLS["ship"]) == (1, 1, 1)
+
+
+async def test_a_pending_interrupt_and_the_memory_survive_continue_as_new(
+    temporal_target: str, task_queue: str, workflow_id: str
+) -> None:
+    """A turn ends waiting for a person (a gated direct call) after its plan charged and then
+    failed; the conversation continues as new. The person's yes, in the next run, resumes the
+    pending call (the interrupt was carried), and the repair plan reuses the charge (the
+    memory was carried, and kept by the resumed request). The conversation's stream, made
+    without ``prior_state``, is moved on by ``resume``: a follower sees both plans. Before the
+    fix the next run knew no interrupt: the call never ran and the order was charged twice."""
+    CALLS.clear()
+    models = {"scripted": lambda: ScriptedModel(scripts={PAY_AND_PRINT: PAY_SCRIPT})}
+    client = await Client.connect(temporal_target, plugins=[StrandsPlugin(models=models)])
+    async with plan_worker(
+        client, task_queue=task_queue, registry=CARRIED_TOOLS, workflows=[CarriedConversation]
+    ):
+        await client.start_workflow(
+            CarriedConversation.run, CarriedInput(), id=workflow_id, task_queue=task_queue
+        )
+        follower = asyncio.create_task(_read_all(conversation_events(client, workflow_id)))
+        latest = client.get_workflow_handle_for(CarriedConversation.run, workflow_id)
+        first = await asyncio.wait_for(
+            latest.execute_update(CarriedConversation.ask, Turn(prompt=PAY_AND_PRINT)), 60
+        )
+        second = await asyncio.wait_for(
+            latest.execute_update(CarriedConversation.ask, Turn(approve=first.interrupts)), 60
+        )
+        await latest.signal(CarriedConversation.end)
+        runs = await asyncio.wait_for(latest.result(), 60)
+        seen = await asyncio.wait_for(follower, 60)
+    assert (first.stop_reason, first.run, len(first.interrupts)) == ("interrupt", 1, 1)
+    assert first.remembered == ["pay"]
+    assert (second.text, second.run, runs) == ("Charged once and shipped without a label.", 2, 3)
+    assert (CALLS["charge"], CALLS["confirm"], CALLS["ship"]) == (1, 1, 1)
+    [repair] = second.ledgers  # this run's plans
+    assert repair[0] == {"id": "pay", "status": "ok", "reused_from": 1}
+    plans = list(dict.fromkeys(event.plan for event in seen))
+    assert plans == [f"{workflow_id}/plan/tooluse_0_0", f"{workflow_id}/plan/tooluse_2_0"]
+    assert [e.kind for e in seen].count("plan_finished") == 2

@@ -7,6 +7,10 @@ turns, the workflow continues as new, carrying the agent's newest messages (whol
 ``WorkflowPlanPlugin.carry_over``). Without that, a conversation that runs for weeks would hit
 Temporal's 51,200-event or 50 MB limit and be terminated by the server; with it, the next run
 picks up where the last left off. A turn that fails fails its ``ask`` only.
+
+Each plan it starts is announced on its stream (``plan_stream``), which a caller follows with
+``conversation_events`` across the runs: the stream's state is carried too (in the plan tool's
+state), so the next run's offsets go on where the last run's ended.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from temporalio.contrib.workflow_streams import WorkflowStream
     from temporalio.strands_agents import TemporalAgent
 
     from activities.game_master import GAME_TOOLS
@@ -60,7 +65,12 @@ class ConversationStatus:
 
 @workflow.defn
 class GameMasterConversation:
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, request: ConversationInput) -> None:
+        # Made here (the stream's handlers must exist before any query), from the state the
+        # previous run carried: its offsets go on, so a follower misses nothing.
+        carried = request.plan_tool.stream if request.plan_tool is not None else None
+        self.stream = WorkflowStream(prior_state=carried)
         self._asked: list[tuple[int, str]] = []
         self._answers: dict[int, str | ApplicationError] = {}
         self._tickets = 0
@@ -100,7 +110,9 @@ class GameMasterConversation:
     @workflow.run
     async def run(self, request: ConversationInput) -> ConversationStatus:
         plugin = WorkflowPlanPlugin(
-            registry=GAME_TOOLS, remember_across_turns=request.remember_across_turns
+            registry=GAME_TOOLS,
+            remember_across_turns=request.remember_across_turns,
+            plan_stream=self.stream,
         )
         plugin.resume(request.plan_tool)
         agent = TemporalAgent(
@@ -118,6 +130,7 @@ class GameMasterConversation:
         while True:
             await workflow.wait_condition(lambda: bool(self._asked) or self._ending)
             if not self._asked:
+                await self._close_stream()
                 return self._status
             ticket, prompt = self._asked.pop(0)
             self._answers[ticket] = await self._turn(agent, prompt)
@@ -125,7 +138,10 @@ class GameMasterConversation:
             self._update_status(request, turns, plugin)
             if self._asked or not self._history_is_long(request):
                 continue
-            # Let the answered update return first; a turn asked meanwhile runs here.
+            # Let the answered update return first; a turn asked meanwhile runs here. The
+            # stream's long-poll subscribers (updates) are let go first, or they would hold
+            # the run open: the run's last items stay readable by query after it closed.
+            self.stream.detach_pollers()
             await workflow.wait_condition(
                 lambda: workflow.all_handlers_finished() or bool(self._asked)
             )
@@ -142,6 +158,11 @@ class GameMasterConversation:
                     run=request.run + 1,
                 )
             )
+
+    async def _close_stream(self) -> None:
+        """Hand the stream's waiting subscribers what is left, then let the run complete."""
+        self.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _turn(self, agent: TemporalAgent, prompt: str) -> str | ApplicationError:
         """The answer, or the failure the caller of ``ask`` gets: a turn that fails (the

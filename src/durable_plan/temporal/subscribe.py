@@ -14,6 +14,13 @@ too, up to 1 MB a poll), counts against Temporal's limits of 10 updates in fligh
 2,000 per workflow (a person's ``decide_step`` is one), and grows the history the plan's
 own guard must leave room for. A query costs the plan nothing of that: watching a plan
 cannot make it fail. The price is latency of about half a cooldown.
+
+A workflow that continues as new (a long conversation) is followed across its runs: while a
+run is open it is polled with ``reject_condition=NOT_OPEN``, so the server says at once, at no
+worker's cost, that it closed; the closed run is then read to its end and the next run from
+there, which is where its offsets start when the stream's state was carried
+(``WorkflowStream(prior_state=...)``, ``WorkflowPlanPlugin.carry_over``). A follower sees
+every item once, in order, whatever run it started in.
 """
 
 from __future__ import annotations
@@ -26,7 +33,15 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.api.enums.v1 import ContinueAsNewInitiator
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowHistoryEventFilterType,
+    WorkflowQueryRejectedError,
+)
+from temporalio.common import QueryRejectCondition
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -40,9 +55,6 @@ POLL_COOLDOWN = timedelta(milliseconds=100)
 """Between polls when caught up."""
 CHILD_RETRY_S = 0.1
 """An agent step's child is started a moment after its step_started event."""
-IDLE_POLLS_BEFORE_DESCRIBE = 20
-"""Polls without a new event before asking whether the workflow still runs (a plan
-started with stream_events=False, or terminated, publishes no end)."""
 CHILD_DRAIN_S = 5.0
 """After an agent step ended, how long its step's end waits for its rounds to be read."""
 PLANS_TOPIC = "plans"
@@ -67,41 +79,141 @@ async def stream_items(
     """``(offset, value)`` of one workflow's stream topic from ``from_offset``, until the
     workflow has closed and nothing is left, or ``ended()`` says the caller knows it is
     over (then one last read). A workflow that does not exist yet is waited for while
-    ``ended`` is given (an agent step's child)."""
-    handle = client.get_workflow_handle(workflow_id)
+    ``ended`` is given (an agent step's child).
+
+    A workflow that continues as new is followed from run to run (``_chain_of_runs``):
+    each item once, in order. Its offsets go on across runs when it passes its stream's
+    state on (``WorkflowStream(prior_state=...)``; ``WorkflowPlanPlugin.carry_over`` carries
+    it without the log, so the next run starts at the closed run's end): a closed run is
+    read to its end, then the next from there. The first run read is the first of the
+    chain of continue-as-new runs, so a reader that starts late still reads from the
+    start; each closed run it reads costs one replay on a worker (a query to a closed
+    workflow), once per reader."""
+    runs = await _chain_of_runs(client, workflow_id, ended)
     offset = from_offset
-    idle = 0
-    last = False
+    position = 0
+    while position < len(runs):
+        run_id = runs[position]
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        status: WorkflowExecutionStatus | None = None
+        if position + 1 < len(runs):
+            status = WorkflowExecutionStatus.CONTINUED_AS_NEW  # an earlier run of the chain
+        last = False
+        while status is None:  # the run is open: follow it, cheaply, until it closes
+            try:
+                result = await _poll(handle, topic, offset, open_only=True)
+            except WorkflowQueryRejectedError as exc:
+                status = exc.status or WorkflowExecutionStatus.COMPLETED
+                break
+            for item in result.items:
+                yield item.offset, _decode(client, item.data)
+            # Never back: a stream's next offset is its end, which is before ``from_offset``
+            # while it has not got there yet (or when a run's offsets started at 0 again).
+            offset = max(offset, result.next_offset)
+            if result.more_ready:
+                continue
+            if last:
+                return
+            if ended is not None and ended():
+                last = True  # what it published before it ended, then stop
+                continue
+            await asyncio.sleep(poll_cooldown.total_seconds())
+        successor: str | None = None
+        if status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            if position + 1 == len(runs) and (following := await _successor(handle)):
+                runs.append(following)
+            successor = runs[position + 1] if position + 1 < len(runs) else None
+        # The closed run's last items, unless its (open) successor starts where we are.
+        if successor is None or await _left_behind(client, workflow_id, successor, offset):
+            while True:
+                result = await _poll(handle, topic, offset, open_only=False)
+                for item in result.items:
+                    yield item.offset, _decode(client, item.data)
+                offset = max(offset, result.next_offset)
+                if not result.more_ready:
+                    break
+        if successor is None:
+            return
+        position += 1
+
+
+async def _poll(
+    handle: WorkflowHandle[Any, Any], topic: str, offset: int, *, open_only: bool
+) -> PollResult:
+    """One read of the stream's retained items from ``offset``. ``open_only``: refused
+    (``WorkflowQueryRejectedError``, by the server, at no worker's cost) once the run
+    has closed; a closed run's items are read by a worker replaying its history."""
+    result: PollResult = await handle.query(
+        POLL_QUERY,
+        PollInput(topics=[topic], from_offset=offset),
+        result_type=PollResult,
+        reject_condition=QueryRejectCondition.NOT_OPEN if open_only else None,
+    )
+    return result
+
+
+async def _chain_of_runs(
+    client: Client, workflow_id: str, ended: Callable[[], bool] | None
+) -> list[str]:
+    """The runs to read, oldest first: the workflow's latest run and the runs it
+    continued as new from (each run's first event names the one before), back to the
+    first; none when ``ended()`` says a workflow that does not exist never will."""
+    latest = client.get_workflow_handle(workflow_id)
     while True:
         try:
-            result: PollResult = await handle.query(
-                POLL_QUERY, PollInput(topics=[topic], from_offset=offset), result_type=PollResult
-            )
+            description = await latest.describe()
+            break
         except RPCError as exc:
             if ended is None or exc.status != RPCStatusCode.NOT_FOUND:
                 raise
             if ended():
-                return  # it never started
+                return []  # it never started
             await asyncio.sleep(CHILD_RETRY_S)
-            continue
-        for item in result.items:
-            yield item.offset, _decode(client, item.data)
-        offset = result.next_offset
-        if result.more_ready:
-            continue
-        if last:
-            return
-        if ended is not None and ended():
-            last = True  # what it published before it ended, then stop
-            continue
-        idle = 0 if result.items else idle + 1
-        if idle >= IDLE_POLLS_BEFORE_DESCRIBE:
-            idle = 0
-            description = await handle.describe()
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                last = True
-                continue
-        await asyncio.sleep(poll_cooldown.total_seconds())
+    runs = [description.run_id]
+    first = description.raw_description.workflow_execution_info.first_run_id
+    while runs[0] != first:
+        handle = client.get_workflow_handle(workflow_id, run_id=runs[0])
+        started = None
+        async for event in handle.fetch_history_events(page_size=1):
+            started = event.workflow_execution_started_event_attributes
+            break
+        if (
+            started is None
+            or started.initiator != ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_WORKFLOW
+            or not started.continued_execution_run_id
+        ):
+            break  # started afresh (or retried: a new stream, not a continued one)
+        runs.insert(0, started.continued_execution_run_id)
+    return runs
+
+
+async def _successor(handle: WorkflowHandle[Any, Any]) -> str | None:
+    """The run a closed run continued as new into (its close event names it)."""
+    async for event in handle.fetch_history_events(
+        event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
+    ):
+        if event.HasField("workflow_execution_continued_as_new_event_attributes"):
+            return event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return None
+
+
+async def _left_behind(client: Client, workflow_id: str, run_id: str, offset: int) -> bool:
+    """Whether the run before ``run_id`` still holds items at or after ``offset``: the new
+    run's stream starts at its predecessor's end, so it is so when that start is past
+    ``offset``. Asked of the new run while it is open (its worker has it in memory); a
+    closed one is not asked (that would replay it): then the old run is read to its end."""
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    try:
+        result: PollResult = await handle.query(
+            POLL_QUERY,
+            PollInput(topics=[], from_offset=offset),  # every topic: its first offset
+            result_type=PollResult,
+            reject_condition=QueryRejectCondition.NOT_OPEN,
+        )
+    except WorkflowQueryRejectedError:
+        return True
+    start = result.items[0].offset if result.items else result.next_offset
+    return start > offset
 
 
 async def _events(
