@@ -4,10 +4,24 @@
 above a threshold (256 KiB by default) through a driver and leaves a small reference in
 history: model-call inputs and outputs, tool results, plan inputs, agent-step conversations,
 whatever the SDK encodes. It runs after the codec, so with encryption on only ciphertext is
-stored. ``PayloadStoragePlugin`` puts it on a client (and the workers built from it);
-``connect`` adds it by default. Where payloads go follows ``$DURABLE_PLAN_STORE``, like the
-result store: ``s3://bucket/prefix`` uses the SDK's ``S3StorageDriver`` (through boto3, which
-we depend on already), anything else a directory, through ``FileStorageDriver``.
+stored. ``PayloadStoragePlugin`` puts it on a client (and the workers built from it).
+Where payloads go follows ``$DURABLE_PLAN_STORE``, like the result store: ``s3://bucket/prefix``
+uses the SDK's ``S3StorageDriver`` (through boto3, which we depend on already), anything else a
+directory, through ``FileStorageDriver``.
+
+Whether it is on is said, never guessed (``storage_setting``): ``$DURABLE_PLAN_STORE`` set, or
+``DURABLE_PLAN_PAYLOAD_STORAGE=on`` (this machine's default directory), or an argument
+(``connect(payload_storage=...)``; the processes that start their own server and worker, the
+offline demo and ``durable-plan run``, pass it). How the server's address is written says
+nothing about where the workers are: a client on ``localhost:P`` through a port-forward and a
+worker reaching the same server by its host name must agree, so the address plays no part.
+With nothing said, storage is off in every process (they agree), and payloads stay in history
+as Temporal keeps them. A process with storage off still carries an External Storage that
+stores nothing (``unconfigured_storage``): a reference written by a process with storage on
+then fails the workflow, naming the payload and the fix, where the SDK alone would fail its
+workflow task forever (``TMPRL1105``). The same for a stored payload that is gone or altered:
+``StoredPayloadUnreadable`` is a non-retryable ``ApplicationError``, which the worker turns
+into the workflow's failure (an activity's arguments: the step's).
 
 Keys follow the SDK's S3 layout (``v0/ns/<ns>/wt/<type>/wi/<workflow id>/ri/<run>/d/sha256/
 <hex>``), so one retention rule reads both: an S3 lifecycle rule on the prefix, or the file
@@ -25,7 +39,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
@@ -39,18 +53,41 @@ from temporalio.converter import (
     StorageDriverStoreContext,
     StorageDriverWorkflowInfo,
 )
+from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 PAYLOADS_DIR = "payloads"
 """Under the store's root: what External Storage keeps (results stored by reference are
 beside it)."""
 DEFAULT_THRESHOLD = 256 * 1024
 STORAGE_ENV = "DURABLE_PLAN_PAYLOAD_STORAGE"
-"""``off`` turns External Storage off in ``connect`` (and the CLI, worker.py, client.py)."""
+"""``on`` turns External Storage on in ``connect`` (and the CLI, worker.py, client.py) at the
+default directory when ``$DURABLE_PLAN_STORE`` is unset; ``off`` keeps it off even when set."""
+NEVER = 2**62
+"""The threshold of a storage that stores nothing (reads only: `unconfigured_storage`)."""
+SAME_STORE_FIX = (
+    "give every worker and every client the same store: $DURABLE_PLAN_STORE (a directory "
+    "or s3://bucket/prefix), set alike for all of them"
+)
 
 
-class MissingStoredPayload(RuntimeError):
-    """A reference in history whose stored payload is gone (deleted, expired, elsewhere)."""
+class StoredPayloadUnreadable(ApplicationError):
+    """A reference in history this process cannot turn back into its payload: storage not
+    configured here, another store, the object gone or altered. Non-retryable: a worker
+    raising it while decoding a workflow task fails the workflow (the SDK fails the
+    execution on a non-retryable ``ApplicationError``) instead of retrying the task forever,
+    since no retry of this worker brings the payload back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type=type(self).__name__, non_retryable=True)
+
+
+class MissingStoredPayload(StoredPayloadUnreadable):
+    """A reference in history whose stored payload is gone (deleted, expired, elsewhere) or
+    is not what was stored."""
 
 
 MAX_SEGMENT_BYTES = 200
@@ -82,10 +119,19 @@ def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
     return "/".join([*parts, f"d/sha256/{digest}"])
 
 
+HELD = ".sweep-"
+"""The name prefix a sweep gives a file while it decides (`FileStorageDriver.sweep`)."""
+HELD_WAIT_S = 2.0
+"""How long a reader waits for a file a sweep holds to come back (a sweep holds one file
+for a ``stat``, microseconds, unless it crashed meanwhile)."""
+
+
 class FileStorageDriver(StorageDriver):
     """Payloads as files under ``root``: content-addressed, written to a temporary name
     and renamed, so a worker killed while storing leaves no half payload under a key (a
-    retry stores it again, the same bytes under the same name)."""
+    retry stores it again, the same bytes under the same name). Storing bytes that are
+    there already touches the file: a plan started again with the same id and input reuses
+    the file, and a sweep must see it as new (it goes by modification time)."""
 
     def __init__(self, root: str | Path, name: str = "durable-plan.file") -> None:
         self.root = Path(root)
@@ -111,7 +157,7 @@ class FileStorageDriver(StorageDriver):
             digest = hashlib.sha256(data).hexdigest()
             key = payload_key(context, digest)
             path = self.root / key
-            if not path.exists():
+            if not _touched(path):
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
                 os.close(fd)
@@ -140,20 +186,22 @@ class FileStorageDriver(StorageDriver):
     def _retrieve_all(self, claims: list[StorageDriverClaim]) -> list[Payload]:
         payloads = []
         for claim in claims:
-            key = claim.claim_data.get("key", "")
+            key = str(claim.claim_data.get("key", ""))
             path = (self.root / key).resolve()
             if not path.is_relative_to(self.root.resolve()) or ".." in Path(key).parts:
                 raise MissingStoredPayload(f"a stored payload's key leaves the store: {key!r}")
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
+            data = _read(path)
+            if data is None:
                 raise MissingStoredPayload(
                     f"the stored payload {key} is not in {self.root} (deleted by a sweep or a "
-                    "lifecycle rule, or this worker uses another store: give every worker and "
-                    "client the same $DURABLE_PLAN_STORE)"
-                ) from None
+                    f"lifecycle rule, or this worker uses another store): {SAME_STORE_FIX}, and "
+                    "start the plan again"
+                )
             if hashlib.sha256(data).hexdigest() != claim.claim_data.get("sha256"):
-                raise MissingStoredPayload(f"the stored payload {key} does not match its digest")
+                raise MissingStoredPayload(
+                    f"the stored payload {key} in {self.root} does not match its digest (it "
+                    "was altered after it was stored): start the plan again"
+                )
             payload = Payload()
             payload.ParseFromString(data)
             payloads.append(payload)
@@ -164,33 +212,88 @@ class FileStorageDriver(StorageDriver):
         older_than_s: float,
         running: Callable[[str], bool] | None,
         namespace: str | None = None,
+        *,
+        dry_run: bool = False,
     ) -> list[Path]:
         """Delete stored payloads older than ``older_than_s`` whose workflow is not running
-        (``running(workflow_id)``, asked once per workflow, for keys of ``namespace``; the
-        others are kept). ``running=None``: by age alone. Payloads whose workflow cannot be
-        told (activities', hashed ids) are kept unless by age alone. The deleted files."""
+        (for keys of ``namespace``; the others are kept). ``running=None``: by age alone.
+        Payloads whose workflow cannot be told (activities', hashed ids) are kept unless by
+        age alone. The deleted files (``dry_run``: those it would delete, deleting none).
+
+        Each decision is made again just before its deletion, since plans start while the
+        sweep walks: ``running(workflow_id)`` is asked once per workflow after the walk,
+        right before that workflow's files go (pass a check that asks the server then, not
+        a list taken earlier); and each file is held under another name while its age is
+        read again, so a file that a plan started again reused (and touched) meanwhile is
+        put back, and one it finds gone it writes again."""
         base = self.root / "v0"
         if not base.is_dir():
             return []
         deadline = time.time() - older_than_s
-        deleted: list[Path] = []
-        verdicts: dict[str, bool] = {}
+        owners: dict[str | None, list[Path]] = {}
         for path in base.rglob("*"):
-            if not path.is_file() or not _is_payload_file(path):
+            if not path.is_file() or not _is_payload_file(path) or _mtime(path) > deadline:
                 continue
-            if path.stat().st_mtime > deadline:
+            owner = workflow_of(path.relative_to(self.root).as_posix())
+            others = owner is None or (namespace is not None and owner[0] != namespace)
+            if running is not None and others:
+                continue  # nobody to ask about, or another namespace's: kept
+            owners.setdefault(owner[1] if owner else None, []).append(path)
+        deleted: list[Path] = []
+        for workflow_id, paths in sorted(owners.items(), key=lambda item: item[0] or ""):
+            if running is not None and workflow_id is not None and running(workflow_id):
                 continue
-            if running is not None:
-                owner = workflow_of(path.relative_to(self.root).as_posix())
-                if owner is None or (namespace is not None and owner[0] != namespace):
-                    continue
-                if owner[1] not in verdicts:
-                    verdicts[owner[1]] = running(owner[1])
-                if verdicts[owner[1]]:
-                    continue
-            path.unlink(missing_ok=True)
-            deleted.append(path)
+            deleted.extend(p for p in paths if _remove_if_old(p, deadline, dry_run))
         return deleted
+
+
+def _touched(path: Path) -> bool:
+    """Mark an existing file as just stored; False if there is none (or a sweep took it)."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")  # gone already: nothing to delete
+
+
+def _read(path: Path) -> bytes | None:
+    """The file's bytes, or None if it is not there; waits while a sweep holds it."""
+    deadline = time.monotonic() + HELD_WAIT_S
+    while True:
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            if not path.with_name(HELD + path.name).exists() or time.monotonic() > deadline:
+                return None
+        time.sleep(0.01)
+
+
+def _remove_if_old(path: Path, deadline: float, dry_run: bool) -> bool:
+    """Delete ``path`` unless it was touched after ``deadline``: it is renamed first, then
+    its age read again, so a store that touches it is seen (before the rename) or finds it
+    gone and writes it again (after). Temporary files are deleted as they are."""
+    if dry_run:
+        return _mtime(path) <= deadline
+    if path.name.startswith((".part-", HELD)):  # no reader: a killed write, a killed sweep
+        path.unlink(missing_ok=True)
+        return True
+    held = path.with_name(HELD + path.name)
+    try:
+        os.rename(path, held)
+    except FileNotFoundError:
+        return False
+    if _mtime(held) > deadline:
+        os.replace(held, path)  # reused meanwhile (a rewrite has the same bytes)
+        return False
+    held.unlink(missing_ok=True)
+    return True
 
 
 def workflow_of(key: str) -> tuple[str, str] | None:
@@ -205,8 +308,9 @@ def workflow_of(key: str) -> tuple[str, str] | None:
 
 
 def _is_payload_file(path: Path) -> bool:
-    """A stored payload (``.../d/sha256/<64 hex>``) or a temporary one: all a sweep deletes."""
-    if path.name.startswith(".part-"):
+    """A stored payload (``.../d/sha256/<64 hex>``), a temporary one or one a killed sweep
+    held: all a sweep deletes."""
+    if path.name.startswith((".part-", HELD)):
         return True
     return (
         path.parent.name == "sha256"
@@ -229,18 +333,21 @@ class Boto3S3Client(S3StorageDriverClient):
         await asyncio.to_thread(self._client.put_object, Bucket=bucket, Key=key, Body=data)
 
     async def object_exists(self, *, bucket: str, key: str) -> bool:
+        """Always False, so the driver writes the object again even when it is there: a
+        plan started again with the same id and input reuses its key, and a lifecycle rule
+        expires by the object's last write. Skipped, the rule could expire the new run's
+        input the day after it started."""
+        return False
+
+    async def get_object(self, *, bucket: str, key: str) -> bytes:
         from botocore.exceptions import ClientError  # type: ignore[import-untyped]
 
         try:
-            await asyncio.to_thread(self._client.head_object, Bucket=bucket, Key=key)
+            response = await asyncio.to_thread(self._client.get_object, Bucket=bucket, Key=key)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return False
+                raise NoSuchObject(f"s3://{bucket}/{key}") from None
             raise
-        return True
-
-    async def get_object(self, *, bucket: str, key: str) -> bytes:
-        response = await asyncio.to_thread(self._client.get_object, Bucket=bucket, Key=key)
         body: bytes = await asyncio.to_thread(response["Body"].read)
         return body
 
@@ -249,12 +356,38 @@ class Boto3S3Client(S3StorageDriverClient):
         return {"region": region} if region else {}
 
 
+class NoSuchObject(LookupError):
+    """The bucket has no object under the key (`Boto3S3Client.get_object`)."""
+
+
+class _S3Driver(S3StorageDriver):
+    """The SDK's driver, with an object that is gone or altered a `MissingStoredPayload`
+    (the workflow fails, naming it), not a ``RuntimeError`` that fails the workflow task
+    again and again. Other errors (the network, credentials) stay retryable."""
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        try:
+            return await super().retrieve(context, claims)
+        except RuntimeError as exc:
+            if not isinstance(exc.__cause__, NoSuchObject):
+                raise
+            raise MissingStoredPayload(
+                f"the stored payload {exc.__cause__} is not there (expired by a lifecycle rule "
+                f"or deleted, or this worker uses another store): {SAME_STORE_FIX}, and start "
+                "the plan again"
+            ) from None
+        except ValueError as exc:  # the driver's integrity checks
+            raise MissingStoredPayload(f"{exc}: start the plan again") from None
+
+
 def s3_driver(bucket: str, prefix: str = "", client: Any = None) -> StorageDriver:
     """The SDK's ``S3StorageDriver`` over boto3; ``prefix`` is put before its keys."""
     inner: S3StorageDriverClient = Boto3S3Client(client)
     if prefix:
         inner = _Prefixed(inner, prefix.strip("/") + "/")
-    return S3StorageDriver(inner, bucket)
+    return _S3Driver(inner, bucket)
 
 
 class _Prefixed(S3StorageDriverClient):
@@ -292,10 +425,88 @@ def storage_driver(spec: str | None = None) -> StorageDriver:
     return FileStorageDriver(root / PAYLOADS_DIR)
 
 
+class _Storage(ExternalStorage):
+    """Temporal's ``ExternalStorage``, except that a reference naming a driver this process
+    does not have reads as a `StoredPayloadUnreadable` (the workflow fails, naming the
+    payload and the fix) instead of the SDK's ``ValueError``, which fails the workflow
+    task again and again. The SDK looks drivers up through ``_get_driver_by_name`` alone
+    (temporalio 1.35, which we pin; ``test_payload_storage`` holds it)."""
+
+    @property
+    def stores_payloads(self) -> bool:
+        """False for `unconfigured_storage`, which only refuses to read (the agent-step
+        guards of ``temporal/payload_limits.py`` read this: such a worker stores nothing)."""
+        return not all(isinstance(d, _Unavailable) for d in self.drivers)
+
+    def _get_driver_by_name(self, name: str) -> StorageDriver:
+        driver = self._driver_map.get(name)
+        if driver is not None:
+            return driver
+        return _Unavailable(
+            name, [d.name() for d in self.drivers if not isinstance(d, _Unavailable)]
+        )
+
+
+class _Unavailable(StorageDriver):
+    """Stands for a driver this process does not have: reading through it fails, saying
+    which payload and what to set. Never stores (its storage's threshold is `NEVER`)."""
+
+    def __init__(self, name: str, configured: Sequence[str] = ()) -> None:
+        self._name = name
+        self._configured = list(configured)
+
+    def name(self) -> str:
+        return self._name
+
+    def type(self) -> str:
+        return "durable-plan.unavailable"
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        raise RuntimeError("External Storage is off in this process: nothing is stored")
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        where = ", ".join(_claim_text(c) for c in claims)
+        if self._configured:
+            why = f"this process's External Storage has only {', '.join(self._configured)}"
+        else:
+            why = (
+                f"this process has External Storage off (neither ${_store_env()} nor "
+                f"{STORAGE_ENV}=on is set)"
+            )
+        raise StoredPayloadUnreadable(
+            f"the payload {where} is stored outside history (External Storage, driver "
+            f"{self._name!r}) and {why}: {SAME_STORE_FIX} (on one machine, "
+            f"{STORAGE_ENV}=on uses the default directory), then start the plan again"
+        )
+
+
+def _claim_text(claim: StorageDriverClaim) -> str:
+    data = claim.claim_data
+    key = data.get("key", "?")
+    return f"s3://{data['bucket']}/{key}" if "bucket" in data else str(key)
+
+
+def _store_env() -> str:
+    from durable_plan.protect.result_store import STORE_ENV
+
+    return STORE_ENV
+
+
 def external_storage(
     driver: StorageDriver | None = None, *, threshold: int = DEFAULT_THRESHOLD
 ) -> ExternalStorage:
-    return ExternalStorage(drivers=[driver or storage_driver()], payload_size_threshold=threshold)
+    return _Storage(drivers=[driver or storage_driver()], payload_size_threshold=threshold)
+
+
+def unconfigured_storage() -> ExternalStorage:
+    """The External Storage of a process with storage off: stores nothing, and fails a
+    workflow that holds a reference with a `StoredPayloadUnreadable` (which payload, what to
+    set) where the SDK without one fails its workflow task forever (``TMPRL1105``)."""
+    return _Storage(drivers=[_Unavailable("durable-plan.off")], payload_size_threshold=NEVER)
 
 
 class PayloadStoragePlugin(SimplePlugin):
@@ -307,29 +518,67 @@ class PayloadStoragePlugin(SimplePlugin):
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
         base = existing or DataConverter.default
+        if base.external_storage is not None and not getattr(self.storage, "stores_payloads", True):
+            return base  # the converter's own storage stays; this one would only refuse
         return dataclasses.replace(base, external_storage=self.storage)
 
 
-def storage_enabled(address: str | None = None, environ: Mapping[str, str] | None = None) -> bool:
-    """On when ``DURABLE_PLAN_PAYLOAD_STORAGE=on``, or (unless it says ``off``) when
-    ``$DURABLE_PLAN_STORE`` names the store every worker and client shares, or when the
-    server is on this machine (the embedded default, a directory here, serves only it)."""
+def storage_setting(
+    explicit: bool | str | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """Where External Storage stores (a spec for `storage_driver`; ``""``: the default
+    directory), or None when it is off.
+
+    ``explicit``: a store (a directory or ``s3://bucket/prefix``), or True (on, at
+    ``$DURABLE_PLAN_STORE`` or the default directory: what a process that starts its own
+    server and worker passes), or False (off). None: the environment says, the same in
+    every process: on when ``$DURABLE_PLAN_STORE`` is set or ``DURABLE_PLAN_PAYLOAD_STORAGE
+    =on``, off when it says ``off`` or nothing is set. Never the server's address: how it is
+    written (``localhost`` through a port-forward, a host name) says nothing about where
+    the workers are, and a client and a worker that chose differently left plans stuck."""
     from durable_plan.protect.result_store import STORE_ENV
 
     env = environ if environ is not None else os.environ
+    store = env.get(STORE_ENV, "")
+    if isinstance(explicit, str):
+        return explicit
+    if explicit is not None:
+        return store if explicit else None
     setting = env.get(STORAGE_ENV, "").strip().lower()
     if setting in ("off", "0", "false"):
-        return False
-    if setting in ("on", "1", "true") or env.get(STORE_ENV):
-        return True
-    host = (address or "").rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "127.0.0.1", "::1")
+        return None
+    if setting in ("on", "1", "true") or store:
+        return store
+    return None
 
 
-def with_payload_storage(plugins: Iterable[Any], address: str | None = None) -> list[Any]:
-    """``plugins`` plus ``PayloadStoragePlugin`` when storage is on (``storage_enabled``)
-    and none is there yet."""
+def storage_plugin(explicit: bool | str | None = None) -> PayloadStoragePlugin:
+    """The plugin `storage_setting` asks for: storing where it says, or (off) reading
+    nothing, clearly (`unconfigured_storage`)."""
+    spec = storage_setting(explicit)
+    if spec is None:
+        return PayloadStoragePlugin(unconfigured_storage())
+    return PayloadStoragePlugin(external_storage(storage_driver(spec)))
+
+
+def with_payload_storage(plugins: Iterable[Any], explicit: bool | str | None = None) -> list[Any]:
+    """``plugins`` plus `storage_plugin` (``explicit`` as in `storage_setting`), unless one
+    is there already."""
     listed = list(plugins)
-    if not storage_enabled(address) or any(isinstance(p, PayloadStoragePlugin) for p in listed):
+    if any(isinstance(p, PayloadStoragePlugin) for p in listed):
         return listed
-    return [*listed, PayloadStoragePlugin()]
+    return [*listed, storage_plugin(explicit)]
+
+
+def readable_client(client: Client) -> Client:
+    """``client``, or (its converter has no External Storage at all, as with a plain
+    ``Client.connect``) a client on the same connection with `unconfigured_storage`: a
+    worker built on it fails a workflow holding a reference, saying what to set, instead of
+    failing its workflow task forever (``TMPRL1105``)."""
+    from temporalio.client import Client
+
+    if client.config(active_config=True)["data_converter"].external_storage is not None:
+        return client
+    config = client.config()
+    config["plugins"] = [*config["plugins"], PayloadStoragePlugin(unconfigured_storage())]
+    return Client(**config)

@@ -90,7 +90,11 @@ def owner_record(workflow_id: str, chain: str | None) -> bytes:
 
 
 IsRunning = Callable[[str, "str | None"], bool]
-"""``(workflow id, first run id of its chain or None) -> still running?`` for a sweep."""
+"""``(workflow id, first run id of its chain or None) -> still running?`` for a sweep. A
+sweep asks it right before it deletes a plan's objects, so it should ask the server then
+(``durable-plan sweep-store`` does), not answer from a list taken before the walk."""
+Report = Callable[[str], None]
+"""Told where each object a sweep deletes (or, ``dry_run``, would delete) is."""
 
 
 def _owner_of(data: bytes) -> tuple[str, str | None] | None:
@@ -163,10 +167,22 @@ class FileResultStore:
         top.rmdir()
         return count
 
-    def sweep(self, older_than_s: float, is_running: IsRunning | None = None) -> int:
+    def sweep(
+        self,
+        older_than_s: float,
+        is_running: IsRunning | None = None,
+        *,
+        dry_run: bool = False,
+        report: Report | None = None,
+    ) -> int:
         """Retention: delete objects written more than ``older_than_s`` ago (what plans
         kept with ``keep_stored_results``, or left by a terminated workflow), except those
-        of a plan ``is_running`` says is still running (None: by age alone)."""
+        of a plan ``is_running`` says is still running (None: by age alone). How many
+        (``dry_run``: how many it would delete, deleting nothing; ``report`` hears each).
+
+        A plan's owner is asked once, after its old objects are found and right before they
+        go, and each object's age is read again then: a plan that started (or was reset)
+        while the sweep walked keeps what it uses."""
         cutoff = time.time() - older_than_s
         count = 0
         if not self.root.is_dir():
@@ -179,14 +195,20 @@ class FileResultStore:
                 for path in top.rglob("*")
                 if path.is_file()
                 and _STORED_KEY.fullmatch(path.relative_to(self.root).as_posix())
-                and path.stat().st_mtime < cutoff
+                and _mtime(path) < cutoff
             ]
             if not old or _keeps(self, top.name, is_running):
                 continue
             for path in old:
-                path.unlink(missing_ok=True)
+                if _mtime(path) >= cutoff:
+                    continue  # written again since the walk
+                if not dry_run:
+                    path.unlink(missing_ok=True)
                 count += 1
-            _drop_owner_if_alone(self, top.name)
+                if report is not None:
+                    report(str(path))
+            if not dry_run:
+                _drop_owner_if_alone(self, top.name)
         return count
 
     def where(self, key: str) -> str:
@@ -240,7 +262,13 @@ class S3ResultStore:
         data: bytes = response["Body"].read()
         return data
 
-    def _delete(self, list_prefix: str, keep: Any = None) -> int:
+    def _delete(
+        self,
+        list_prefix: str,
+        keep: Any = None,
+        dry_run: bool = False,
+        report: Report | None = None,
+    ) -> int:
         count = 0
         paginator = self.client.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket, Prefix=list_prefix):
@@ -249,6 +277,12 @@ class S3ResultStore:
                 for item in page.get("Contents", ())
                 if keep is None or not keep(item)
             ]
+            if report is not None:
+                for key in keys:
+                    report(f"s3://{self.bucket}/{key['Key']}")
+            if dry_run:
+                count += len(keys)
+                continue
             for start in range(0, len(keys), 1000):  # delete_objects takes 1,000 at most
                 batch = keys[start : start + 1000]
                 response = self.client.delete_objects(
@@ -260,9 +294,18 @@ class S3ResultStore:
     def delete_prefix(self, prefix: str) -> int:
         return self._delete(self._key(prefix) + "/")
 
-    def sweep(self, older_than_s: float, is_running: IsRunning | None = None) -> int:
+    def sweep(
+        self,
+        older_than_s: float,
+        is_running: IsRunning | None = None,
+        *,
+        dry_run: bool = False,
+        report: Report | None = None,
+    ) -> int:
         """Retention by hand: delete objects under the prefix older than ``older_than_s``,
-        except those of a plan ``is_running`` says is still running."""
+        except those of a plan ``is_running`` says is still running (asked when the first
+        of its objects is listed, right before that page's deletions). ``dry_run`` and
+        ``report`` as for `FileResultStore.sweep`."""
         cutoff = time.time() - older_than_s
         base = f"{self.prefix}/" if self.prefix else ""
         base_len = len(base)
@@ -279,8 +322,8 @@ class S3ResultStore:
                 kept_prefixes[prefix] = _keeps(self, prefix, is_running)
             return kept_prefixes[prefix]
 
-        count = self._delete(base, keep=keep)
-        for prefix, kept in kept_prefixes.items():
+        count = self._delete(base, keep=keep, dry_run=dry_run, report=report)
+        for prefix, kept in kept_prefixes.items() if not dry_run else ():
             if not kept:
                 _drop_owner_if_alone(self, prefix)
         return count
@@ -304,6 +347,13 @@ class S3ResultStore:
 
     def __repr__(self) -> str:
         return f"S3ResultStore({self.bucket!r}, {self.prefix!r})"
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")  # gone already: nothing to delete
 
 
 def _keeps(store: Any, prefix: str, is_running: IsRunning | None) -> bool:

@@ -10,12 +10,14 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from durable_plan.language.routing import queue_limits
+from durable_plan.protect.payload_storage import readable_client
 from durable_plan.protect.result_store import ResultStore
 from durable_plan.temporal.activities import registry_activities
 from durable_plan.temporal.agent_workflow import AgentStepWorkflow
 from durable_plan.temporal.claim_check import claim_check_activities, worker_store
 from durable_plan.temporal.payload_limits import note_worker_converter
 from durable_plan.temporal.recovery import recover_ledger
+from durable_plan.temporal.status_attribute import PlanStatusCheck
 from durable_plan.temporal.workflow import PlanWorkflow
 from durable_plan.tools.registry import ToolRegistry
 
@@ -64,6 +66,9 @@ def plan_worker(
         "graceful_shutdown_timeout": GRACEFUL_SHUTDOWN,
         **worker_kwargs,
     }
+    # Before it polls, the worker learns whether plans a conversation starts on it may
+    # keep the PlanStatus search attribute (``status_attribute``).
+    options["plugins"] = [PlanStatusCheck(), *options.get("plugins", ())]
     limited = [t.name for t in registry.routed_to(task_queue) if queue_limits([t], task_queue)]
     if limited:
         raise ValueError(
@@ -114,7 +119,8 @@ def tool_worker(
         )
     client, store = _client_and_store(client, encryption, result_store)
     options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
-    for key, limit in queue_limits(served, task_queue).items():
+    # The registry's one merge of the queue's limits, which holds in-process calls too.
+    for key, limit in registry.queue_limits(task_queue).items():
         asked = options.get(key)
         options[key] = limit if asked is None else min(asked, limit)
     return Worker(
@@ -144,6 +150,7 @@ def model_worker(
         from durable_plan.protect.encryption import encrypted_client
 
         client = encrypted_client(client, encryption)
+    client = readable_client(client)
     options: dict[str, Any] = {"graceful_shutdown_timeout": GRACEFUL_SHUTDOWN, **worker_kwargs}
     note_worker_converter(client.data_converter)
     return Worker(client, task_queue=task_queue, **options)
@@ -152,13 +159,15 @@ def model_worker(
 def _client_and_store(
     client: Client, encryption: Keyring | None, result_store: ResultStore | None
 ) -> tuple[Client, ResultStore]:
-    """The client a worker runs on (encrypting with ``encryption``) and its result store
+    """The client a worker runs on (encrypting with ``encryption``; reading a stored
+    payload it cannot read fails the workflow, `readable_client`) and its result store
     (sealed with the same keys): one setup for the plan's workers and the tools' alike."""
     store = worker_store(result_store)
     if encryption is not None:
         from durable_plan.protect.encryption import encrypted_client
 
         client = encrypted_client(client, encryption)
+    client = readable_client(client)
     note_worker_converter(client.data_converter)
     return client, _sealed_if_encrypting(store, client)
 

@@ -7,13 +7,17 @@ from cron or a CI job against the store the workers use.
 Age alone is not enough: a plan may wait a week for an approval, its results still in use.
 So the sweep first asks the Temporal server which workflows are running (one visibility
 query) and keeps every object of a plan that is; with no server it refuses, unless told
-``--no-running-check``.
+``--no-running-check``. Plans start while it walks, so each plan's objects are checked again
+right before they go (`running_plans`, and the stores' sweeps read each object's age again).
+``--dry-run`` lists what would go and deletes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
+from typing import TYPE_CHECKING
 
 from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
 from durable_plan.protect.result_store import (
@@ -23,6 +27,9 @@ from durable_plan.protect.result_store import (
     S3ResultStore,
     store_from_env,
 )
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -39,8 +46,19 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _SECONDS[match.group(2)]
 
 
+RECHECK_TIMEOUT_S = 30.0
+"""The longest one owner's fresh check may take before the sweep stops (deleting nothing
+more)."""
+
+
 async def running_plans(args: argparse.Namespace) -> IsRunning:
-    """Which plan runs the server says are running: ``(workflow id, chain) -> bool``."""
+    """Whether a plan run is still running: ``(workflow id, chain) -> bool``, for a sweep
+    that runs in a thread (``asyncio.to_thread``) while this loop serves the questions.
+
+    One visibility query lists the running workflows first; a plan not on that list is asked
+    about again (one describe) when the sweep is about to delete its objects, because plans
+    start while the sweep walks: a plan started again with the same id and input reuses its
+    stored input, and the list, taken before, does not know it runs."""
     from durable_plan.cli.commands.server import connect
 
     client = await connect(args.address, args.namespace, encrypt=False)
@@ -50,30 +68,58 @@ async def running_plans(args: argparse.Namespace) -> IsRunning:
         ids.add(execution.id)
         first = execution.raw_info.first_run_id or execution.run_id
         running.add((execution.id, first))
+    loop = asyncio.get_running_loop()
 
     def is_running(workflow_id: str, chain: str | None) -> bool:
-        return workflow_id in ids if chain is None else (workflow_id, chain) in running
+        if (workflow_id in ids) if chain is None else ((workflow_id, chain) in running):
+            return True
+        now = asyncio.run_coroutine_threadsafe(running_now(client, workflow_id, chain), loop)
+        return now.result(RECHECK_TIMEOUT_S)
 
     return is_running
+
+
+async def running_now(client: Client, workflow_id: str, chain: str | None) -> bool:
+    """The server's answer now: is the workflow's latest run running (and, with ``chain``,
+    one of that chain)? An unknown workflow is not running."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        description = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return False
+    if chain is None:
+        return True
+    info = description.raw_description.workflow_execution_info
+    first: str = info.first_run_id or description.run_id
+    return first == chain
 
 
 def sweep_store(args: argparse.Namespace) -> int:
     """Delete stored results older than ``--older-than`` whose plan is not running, and say
     how many and where (asking the server leaves through ``client_command``: the Temporal
-    client's runtime can abort the interpreter while it finalizes)."""
+    client's runtime can abort the interpreter while it finalizes). ``--dry-run``: say what
+    would go, one line each, and delete nothing."""
     parse_duration(args.older_than)  # bad input is refused before anything is asked
     if args.no_running_check:
         return _sweep(args, None)
     from durable_plan.cli.commands.server import client_command
 
     async def checked() -> int:
-        return _sweep(args, await running_plans(args))
+        # In a thread: the sweep's fresh checks are answered by this loop meanwhile.
+        return await asyncio.to_thread(_sweep, args, await running_plans(args))
 
     client_command(checked())
 
 
 def _sweep(args: argparse.Namespace, is_running: IsRunning | None) -> int:
     older_than = parse_duration(args.older_than)
+    dry_run = bool(getattr(args, "dry_run", False))
     try:
         store = store_from_env(args.store)
     except ValueError as exc:
@@ -81,19 +127,36 @@ def _sweep(args: argparse.Namespace, is_running: IsRunning | None) -> int:
     if not isinstance(store, FileResultStore | S3ResultStore):
         raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {store!r} has no retention sweep")
     try:
-        deleted = store.sweep(older_than_s=older_than, is_running=is_running)
+        deleted = store.sweep(
+            older_than_s=older_than,
+            is_running=is_running,
+            dry_run=dry_run,
+            report=_would_delete if dry_run else None,
+        )
     except Exception as exc:  # the store's own error (S3 credentials, permissions): one line
         raise CommandError(
             EXIT_BAD_INPUT, f"sweep-store: {store!r} could not be swept: {exc}"
         ) from None
     kept = "" if is_running is None else ", keeping those of running plans"
-    print(f"deleted {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}")
-    _sweep_payloads(args, older_than, is_running)
+    verb = "would delete" if dry_run else "deleted"
+    print(
+        f"{verb} {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}"
+        f"{DRY_RUN_NOTE if dry_run else ''}",
+        flush=True,
+    )
+    _sweep_payloads(args, older_than, is_running, dry_run)
     return EXIT_OK
 
 
+DRY_RUN_NOTE = " (dry run: nothing deleted)"
+
+
+def _would_delete(where: str) -> None:
+    print(f"would delete {where}", flush=True)
+
+
 def _sweep_payloads(
-    args: argparse.Namespace, older_than: float, is_running: IsRunning | None
+    args: argparse.Namespace, older_than: float, is_running: IsRunning | None, dry_run: bool
 ) -> None:
     """External Storage's payloads under the same store: a directory is swept here (keeping
     running workflows'); in S3 a lifecycle rule on the prefix expires them (README)."""
@@ -110,11 +173,15 @@ def _sweep_payloads(
         def running(workflow_id: str) -> bool:
             return check(workflow_id, None)
 
-    deleted = driver.sweep(older_than, running, namespace=args.namespace)
+    deleted = driver.sweep(older_than, running, namespace=args.namespace, dry_run=dry_run)
+    for path in deleted if dry_run else ():
+        _would_delete(str(path))
     kept = "" if is_running is None else ", keeping those of running workflows"
-    where = driver.root
+    verb = "would delete" if dry_run else "deleted"
     print(
-        f"deleted {len(deleted)} stored payload(s) older than {args.older_than} from {where}{kept}"
+        f"{verb} {len(deleted)} stored payload(s) older than {args.older_than} from "
+        f"{driver.root}{kept}{DRY_RUN_NOTE if dry_run else ''}",
+        flush=True,
     )
 
 
