@@ -14,15 +14,16 @@ from typing import Any
 
 from strands import Agent
 from strands.models import Model
-from strands.types.tools import ToolGenerator, ToolResult, ToolSpec, ToolUse
+from strands.types.tools import ToolGenerator, ToolUse
 
 from durable_plan.language.agent_step import AGENT_TOOL, agent_step_spec
-from durable_plan.language.errors import StepFailure, describe_exception
+from durable_plan.language.errors import StepFailure
 from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
 from durable_plan.run.calls import Invoker
 from durable_plan.run.events import current_step
+from durable_plan.tools.deadline import within
 from durable_plan.tools.named_tool import NamedTool
-from durable_plan.tools.registry import ToolRegistry
+from durable_plan.tools.registry import Tool, ToolRegistry
 from durable_plan.tools.results import tool_result
 
 ModelSource = Model | Callable[[], Model]
@@ -61,9 +62,7 @@ def agent_steps(
         spec = agent_step_spec(args, plannable)
         agent = Agent(
             model=model_for(spec.model),
-            tools=[
-                InvokerTool(name, registry.get(name).tool_spec_json, invoke) for name in spec.tools
-            ],
+            tools=[InvokerTool(registry.get(name), invoke) for name in spec.tools],
             system_prompt=system_prompt(spec.system_prompt),
             callback_handler=None,
         )
@@ -80,21 +79,18 @@ def agent_steps(
 
 
 class InvokerTool(NamedTool):
-    """A plan tool as the loop's model sees it; calls go through the plan's invoker."""
+    """A plan tool as the loop's model sees it; calls go through the plan's invoker, under
+    the tool owner's timeout as a plan step's call is (``tools.deadline``)."""
 
-    def __init__(self, name: str, spec: ToolSpec, invoke: Invoker) -> None:
-        super().__init__(name, spec)
+    def __init__(self, tool: Tool, invoke: Invoker) -> None:
+        super().__init__(tool.name, tool.tool_spec_json)
         self._invoke = invoke
+        self._timeout_s = tool.options.timeout_s
 
     async def stream(
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
     ) -> ToolGenerator:
-        tool_use_id = tool_use["toolUseId"]
-        result: ToolResult
-        try:
-            value = await self._invoke(self._name, dict(tool_use.get("input") or {}))
-            result = tool_result(tool_use_id, True, value)
-        except Exception as exc:  # back into the loop, for the model to route around
-            text = describe_exception(exc)
-            result = tool_result(tool_use_id, False, text)
-        yield result
+        args = dict(tool_use.get("input") or {})
+        # A failure goes back into the loop, for the model to route around.
+        ok, value, _ms = await within(lambda: self._invoke(self._name, args), self._timeout_s)
+        yield tool_result(tool_use["toolUseId"], ok, value)

@@ -23,6 +23,7 @@ from durable_plan.run.engine import PlanRun
 from durable_plan.run.events import SILENT, Emitter, EventSink, step_context
 from durable_plan.run.reuse import Recall
 from durable_plan.run.telemetry import telemetry_sink
+from durable_plan.tools.deadline import within
 from durable_plan.tools.registry import ToolRegistry
 
 
@@ -197,26 +198,9 @@ async def _run_items(
 async def _invoke(
     invoker: Invoker, call: StepCall, timeout: float | None
 ) -> tuple[bool, Any, float]:
-    """(ok, result or error text, duration in ms); only cancellation escapes."""
-    started = time.perf_counter()
-    deadline = asyncio.timeout(timeout)
-    try:
-        async with deadline:
-            value = await invoker(call.tool, call.args)
-        return True, value, _ms_since(started)
-    except TimeoutError as exc:
-        if timeout is not None and deadline.expired():
-            return False, f"timed out after {timeout:g} s", _ms_since(started)
-        # The tool's own TimeoutError (a socket, a client): an ordinary failure.
-        return False, describe_exception(exc), _ms_since(started)
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise  # the plan itself is being cancelled
-        # The tool raised CancelledError on its own (a cancelled inner call): a failure.
-        return False, "the tool was cancelled (CancelledError)", _ms_since(started)
-    except Exception as exc:
-        return False, describe_exception(exc), _ms_since(started)
+    """(ok, result or error text, duration in ms); only cancellation escapes. The owner's
+    timeout is held where a direct call's is too (``tools.deadline``)."""
+    return await within(lambda: invoker(call.tool, call.args), timeout)
 
 
 def _ms_since(started: float) -> float:

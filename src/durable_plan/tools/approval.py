@@ -6,6 +6,12 @@ owner registered it so (``requires_approval=True``), when the plugin's
 it. In-process nobody can answer while a plan runs, so a gated tool is refused
 at check time ("call it directly"); durably the step pauses its workflow until
 a person decides, and the decision is for the arguments the person saw.
+
+A call the model makes directly is asked too (``temporal.agent_tools``): durably the
+conversation's workflow waits for a decision as a plan step does
+(``temporal.direct_calls``); in-process the agent stops with a Strands interrupt
+(``ask_in_process``), as ``HumanInTheLoop`` stops it, and the caller resumes it with the
+person's answer.
 """
 
 from __future__ import annotations
@@ -13,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+
+from strands.interventions.actions import default_evaluate
+from strands.types.tools import ToolContext, ToolUse
 
 from durable_plan.check import ToolCatalog, ToolSpec
 from durable_plan.language.digest import args_digest as args_digest
@@ -76,3 +85,64 @@ def gated_patterns(handlers: Sequence[Any]) -> list[str]:
             else:
                 patterns += ["*", *(f"!{p}" for p in free if not p.startswith("!"))]
     return patterns
+
+
+APPROVAL_INTERRUPT = "durable-plan:approval"
+"""The name of the Strands interrupt a direct call of a gated tool raises in-process."""
+NO_AGENT_REFUSAL = (
+    "it requires a person's approval, and nobody can be asked here (it was not called by an "
+    "agent, which could stop and ask): call it through an agent"
+)
+
+
+def ask_in_process(
+    tool_use: ToolUse, invocation_state: Mapping[str, Any], context: ToolContext | None = None
+) -> str | None:
+    """A person's decision on a gated tool the model called directly, in-process: None when
+    approved, else why not (the call must not run).
+
+    Asked through a Strands interrupt, the mechanism Strands' own ``HumanInTheLoop`` uses: the
+    first time this raises ``InterruptException`` and the agent stops with
+    ``stop_reason == "interrupt"``; its ``reason`` holds the tool, the arguments and their
+    digest. Resumed with ``{"interruptResponse": {"interruptId": ..., "response": ...}}``,
+    the tool runs again and reads the answer: ``True``, ``"y"``/``"yes"`` (as
+    ``HumanInTheLoop`` reads them) or ``{"approved": true}`` approve; anything else rejects
+    (``{"approved": false, "reason": "..."}`` says why). ``context``: Strands' own, when it
+    passed one; else one is made from ``invocation_state["agent"]``, as Strands does for a
+    ``@tool`` that takes a context. Fails closed: with no agent to stop, the call is refused.
+    """
+    if context is None:
+        agent = invocation_state.get("agent")
+        if agent is None or not hasattr(agent, "_interrupt_state"):
+            return NO_AGENT_REFUSAL
+        context = ToolContext(
+            tool_use=tool_use, agent=agent, invocation_state=dict(invocation_state)
+        )
+    name = tool_use["name"]
+    args = dict(tool_use.get("input") or {})
+    response = context.interrupt(
+        APPROVAL_INTERRUPT,
+        reason={
+            "message": f"Approve {name}?",
+            "tool": name,
+            "args": args,
+            "args_digest": args_digest(args),
+        },
+    )
+    return rejection(response)
+
+
+def rejection(response: Any) -> str | None:
+    """None when ``response`` approves, else the text the model reads (as durably:
+    "rejected by a person", with the person's reason when they gave one)."""
+    if isinstance(response, Mapping):
+        if response.get("approved") is True:
+            return None
+        reason = response.get("reason")
+    else:
+        if default_evaluate(response):
+            return None
+        reason = response if isinstance(response, str) else None
+    if isinstance(reason, str) and reason.strip().lower() not in ("", "n", "no"):
+        return f"rejected by a person: {reason.strip()}"
+    return "rejected by a person"

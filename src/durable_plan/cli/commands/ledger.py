@@ -274,9 +274,19 @@ def approve(args: argparse.Namespace) -> int:
 
 async def _approve(args: argparse.Namespace) -> int:
     client = await connect(args.address, args.namespace, encrypt=args.encrypt)
-    handle, description = await plan_handle(client, args.workflow_id, args.address)
-    what = "agent step" if is_agent_step(description) else "plan"
-    awaits = "no tool call" if what == "agent step" else "no step"
+    from durable_plan.temporal.direct_calls import DIRECT_CALLS_QUERY, DIRECT_PREFIX
+    from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME
+
+    direct = args.step_id.startswith(DIRECT_PREFIX)  # a conversation's direct call
+    handle, description = await plan_handle(
+        client, args.workflow_id, args.address, any_workflow=direct
+    )
+    if is_agent_step(description):
+        what, awaits, query = "agent step", "no tool call", "progress"
+    elif description.workflow_type == PLAN_WORKFLOW_NAME:
+        what, awaits, query = "plan", "no step", "progress"
+    else:
+        what, awaits, query = "conversation", "no direct call", DIRECT_CALLS_QUERY
     if not _running(description):
         status = description.status.name.lower() if description.status else "ended"
         print(
@@ -288,7 +298,7 @@ async def _approve(args: argparse.Namespace) -> int:
     from temporalio.service import RPCError
 
     try:  # an update waits for a worker without end: ask one first, briefly
-        await handle.handle.query("progress", rpc_timeout=QUERY_TIMEOUT)
+        await handle.handle.query(query, rpc_timeout=QUERY_TIMEOUT)
     except RPCError:
         print(
             f"durable-plan: refused: {what} {args.workflow_id}: "
