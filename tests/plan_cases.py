@@ -526,6 +526,23 @@ PLAN_CASES: list[PlanCase] = [
         final=True,
         levels=[["first"], ["second"], ["third"]],
     ),
+    # -- what the model reads: every object's keys in their own order ---------------
+    PlanCase(
+        # The tool's object ({"name", "hp", "armour"}) and the plan's literal one come back
+        # as they were made; the SDK's default converter sorted both on the way through a
+        # durable plan's input and result (the parity suite compares the JSON text).
+        name="returned_objects_keep_their_key_order",
+        plan={
+            "steps": [
+                GAME_MASTER_STEPS[0],
+                _step("note", "echo", args={"value": {"zone": "north", "aisle": 4, "bin": "b"}}),
+            ],
+            "returns": ["note", "lookup"],
+        },
+        statuses={"lookup": "ok", "note": "ok"},
+        returned={"note": {"zone": "north", "aisle": 4, "bin": "b"}, "lookup": GOBLIN},
+        final=False,
+    ),
     PlanCase(
         name="combat_round_three_players",
         plan={"steps": COMBAT_ROUND_STEPS, "returns": ["tally", "narrate"], "final": True},

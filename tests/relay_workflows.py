@@ -83,11 +83,24 @@ async def look(name: str) -> dict[str, Any]:
     return {"name": name}
 
 
+@tool
+async def shelf(item: str) -> dict[str, Any]:
+    """Where an item is shelved; returns {"item": str, "aisle": int, "bin": str} (its keys
+    not in alphabetical order: what a converter that sorts would change).
+
+    Args:
+        item: What.
+    """
+    CALLS["shelf"] += 1
+    return {"item": item, "aisle": 4, "bin": "b"}
+
+
 RELAY_TOOLS = ToolRegistry()
 RELAY_TOOLS.add(blob, timeout_s=30)
 RELAY_TOOLS.add(charge, timeout_s=10, retries=0)
 RELAY_TOOLS.add(hold, timeout_s=60, heartbeat_timeout_s=2)
 RELAY_TOOLS.add(look, timeout_s=10)
+RELAY_TOOLS.add(shelf, timeout_s=10)
 
 
 @dataclass
@@ -95,7 +108,7 @@ class RelayInput:
     prompt: str
     hook: str = "none"
     """none, noop (sees every call, changes nothing), slow (a 1 s async before-hook),
-    mark (an after-hook that adds {"marked": true} to look's results)."""
+    mark (an after-hook that adds {"marked": true} to look's and shelf's results)."""
     plugin: dict[str, Any] = field(default_factory=dict)
     """Extra WorkflowPlanPlugin options."""
 
@@ -154,7 +167,7 @@ class RelayConversationWorkflow:
 
     def _mark(self, event: AfterToolCallEvent) -> None:
         self.hook_calls += 1
-        if event.tool_use["name"] != "look" or event.result["status"] != "success":
+        if event.tool_use["name"] not in ("look", "shelf") or event.result["status"] != "success":
             return
         [block] = event.result["content"]
         value = dict(block["json"])  # type: ignore[typeddict-item]

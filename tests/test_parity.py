@@ -6,9 +6,14 @@ table, now compared in full, attempts and errors included.)
 
 Every case runs in-process (``execute_plan``) and durably (``start_plan`` on the dev
 server, one worker for the whole table) with the same tools and the same scripted model;
-status, order, attempts, errors, levels, ``returned`` (keys and order) and the exit must
-be equal. A difference is a bug, or one of the documented differences below, each with a
-test of its own:
+status, order, attempts, errors, levels, ``returned`` and the exit must be equal, as the
+JSON text the model reads: every object's keys in the tool's (or the plan's, or the
+model's) own order. Durably the cases run twice: on a worker of the Strands client
+(pydantic's converter) and on one of a plain client, whose converter (the SDK's default)
+sorts every object's keys when it encodes a value: what a plan carries in its input and
+its result, and an agent step's, travels as JSON text in its own order
+(``messages.json_payload``). A difference is a bug, or one of the documented differences
+below, each with a test of its own:
 
 - durations differ (wall clock), so they are not compared;
 - a durable tool's failure spends its retries as activity attempts, in-process a tool runs
@@ -25,6 +30,7 @@ test of its own:
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +44,7 @@ from durable_plan.language.errors import PlanRejected
 from durable_plan.language.plan import PlanResult
 from durable_plan.local.runner import execute_plan, run_checked
 from durable_plan.run.reuse import Recall, Remembered, args_key, reusable_tools
-from durable_plan.temporal import plan_worker, start_plan
+from durable_plan.temporal import model_worker, plan_worker, start_plan
 from durable_plan.testing import ScriptedModel, call
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools.registry import ToolRegistry
@@ -88,12 +94,22 @@ async def delete_files(path: str) -> dict[str, Any]:
     return {"deleted": path}
 
 
+async def price(sku: str) -> dict[str, Any]:
+    """A product's price, its keys not in alphabetical order: {"sku", "cents", "currency"}.
+
+    Args:
+        sku: the product
+    """
+    return {"sku": sku, "cents": 100 * len(sku), "currency": "EUR"}
+
+
 def _registry() -> ToolRegistry:
     registry = ToolRegistry()
     for name, fn in CASE_TOOLS.items():
         registry.add(fn, name=name, retries=0)
     registry.add(numbers, retries=0)
     registry.add(square, retries=0)
+    registry.add(price, retries=0)
     return registry
 
 
@@ -103,6 +119,7 @@ SCRIPTS = {
     "Judge 3": [call("square", x=3), output({"even": False})],
     "Count to 3": [call("numbers", n=3), output({"count": 3})],
     "Make it up": [output({"count": "three"}), output({"count": "three"})],
+    "Price the basket": [call("price", sku="tea"), output({"total": 300, "currency": "EUR"})],
 }
 
 
@@ -239,6 +256,46 @@ PARITY_CASES = [ParityCase(c.name, c.plan) for c in PLAN_CASES] + [
         },
     ),
     ParityCase(
+        # In-process a map's result is {"count", "results", "failed", "not_taken"} and each
+        # price {"sku", "cents", "currency"}; the SDK's default converter sorted both, and
+        # the literal object in the plan's own args, on the way through the workflow.
+        "map_keeps_each_objects_key_order",
+        {
+            "steps": [
+                {"id": "skus", "tool": "echo", "args": {"value": ["tea", "rice", "bean"]}},
+                {
+                    "id": "prices",
+                    "tool": "map",
+                    "bind": {"over": "steps.skus"},
+                    "args": {"do": {"tool": "price", "bind": {"sku": "item"}}},
+                },
+                {
+                    "id": "order",
+                    "tool": "echo",
+                    "args": {"value": {"sku": "tea", "qty": 2, "note": {"zone": "b", "aisle": 4}}},
+                },
+            ]
+        },
+    ),
+    ParityCase(
+        "agent_output_keeps_its_key_order",
+        {
+            "steps": [
+                _agent(
+                    "Price the basket",
+                    {
+                        "type": "object",
+                        "properties": {
+                            "total": {"type": "integer"},
+                            "currency": {"type": "string"},
+                        },
+                    },
+                )
+            ],
+            "final": True,
+        },
+    ),
+    ParityCase(
         "map_over_agent_steps",
         {
             "steps": [
@@ -272,9 +329,12 @@ def ledger_view(result: PlanResult) -> dict[str, Any]:
             for o in result.ledger
         ],
         "returned": list(result.returned.items()),
+        # What the model reads: the same bytes, every object's keys in the tool's own order.
+        "returned_text": json.dumps(result.returned),
         "levels": result.levels,
         "final": result.final,
         "exited": result.exited,
+        "exited_text": json.dumps(result.exited),
         "saved": result.inference_passes_saved,
     }
 
@@ -294,6 +354,26 @@ async def parity_worker(temporal_target: str) -> AsyncIterator[tuple[Client, str
         yield client, task_queue
 
 
+MODEL_QUEUE = "parity-models"
+
+
+@pytest.fixture(scope="module")
+async def sorting_worker(temporal_target: str) -> AsyncIterator[tuple[Client, str]]:
+    """A plan worker on a plain client: the SDK's default converter, which sorts every
+    object's keys when it encodes (``JSONPlainPayloadConverter``, ``sort_keys=True``). The
+    agent steps' model calls go to a model worker of the Strands client."""
+    plain = await Client.connect(temporal_target)
+    models = await Client.connect(
+        temporal_target, plugins=[StrandsPlugin(models={"scripted": _model})]
+    )
+    task_queue = "parity-default-converter"
+    async with (
+        plan_worker(plain, task_queue=task_queue, registry=REGISTRY),
+        model_worker(models, task_queue=MODEL_QUEUE),
+    ):
+        yield plain, task_queue
+
+
 async def run_durably(worker: tuple[Client, str], plan: dict[str, Any], **extra: Any) -> PlanResult:
     client, task_queue = worker
     handle = await start_plan(
@@ -308,6 +388,18 @@ async def test_both_runners_give_the_same_ledger(
 ) -> None:
     local = await execute_plan(case.plan, REGISTRY, model=_model())
     durable = await run_durably(parity_worker, case.plan)
+    assert ledger_view(durable) == ledger_view(local)
+
+
+@pytest.mark.parametrize("case", PARITY_CASES, ids=[c.name for c in PARITY_CASES])
+async def test_both_runners_give_the_same_bytes_on_the_sdks_default_converter(
+    sorting_worker: tuple[Client, str], case: ParityCase
+) -> None:
+    """The same table on a worker whose converter sorts keys: before the fix 14 of its
+    cases came back with every object's keys sorted (the map's result, the tools' own
+    objects, the plan's literal args, the exit's output)."""
+    local = await execute_plan(case.plan, REGISTRY, model=_model())
+    durable = await run_durably(sorting_worker, case.plan, model_task_queue=MODEL_QUEUE)
     assert ledger_view(durable) == ledger_view(local)
 
 
@@ -346,6 +438,12 @@ async def test_the_table_covers_what_the_suite_promises() -> None:
     assert made_up.returned["judge"]["final"] is False
     assert made_up.returned["judge"]["output"] == {}
     assert "matched no value" in (made_up.outcome("use").error or "") and not made_up.final
+    prices = (await local("map_keeps_each_objects_key_order")).returned
+    assert list(prices["prices"]) == ["count", "results", "failed", "not_taken"]
+    assert list(prices["prices"]["results"][0]) == ["sku", "cents", "currency"]
+    assert list(prices["order"]) == ["sku", "qty", "note"]
+    priced = (await local("agent_output_keeps_its_key_order")).returned["judge"]["output"]
+    assert list(priced) == ["total", "currency"]
     judged = (await local("map_over_agent_steps")).returned["judge"]["results"]
     assert [r["output"] for r in judged] == [{"even": True}, {"even": False}]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 REF = "$ref"
@@ -48,16 +48,40 @@ RETURNED_PREVIEW_CHARS = 200
 """Characters of a returned result's JSON kept when the plan's answer has no room for it."""
 
 
-def returned_preview(value: Any, size: int) -> dict[str, Any]:
+RETURNED_OMITTED = "too large to return with the plan's other results; the step ran ok"
+
+
+def returned_preview(value: Any, size: int, omitted: str = RETURNED_OMITTED) -> dict[str, Any]:
     """What a plan returns in place of a result its answer has no room for: its size and the
     start of its JSON. The step ran ok (the ledger says so, and the conversation remembers
-    it): a later plan reads it whole as ``prior.<id>`` or passes it to a tool."""
+    it): a later plan reads it whole as ``prior.<id>`` or passes it to a tool. ``omitted``
+    says why, and what the reader can do."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return {
-        "$preview": text[:RETURNED_PREVIEW_CHARS],
-        "bytes": size,
-        "omitted": "too large to return with the plan's other results; the step ran ok",
-    }
+    return {"$preview": text[:RETURNED_PREVIEW_CHARS], "bytes": size, "omitted": omitted}
+
+
+def fit_returned(
+    returned: dict[str, Any],
+    room: int,
+    size_of: Callable[[Any], int],
+    omitted: Callable[[str], str] = lambda _step: RETURNED_OMITTED,
+) -> tuple[dict[str, Any], int]:
+    """Returned results within ``room`` bytes of JSON: kept whole in ``returns`` order while
+    they fit, each of the rest a preview (``returned_preview``, with ``omitted(step id)``);
+    and how many became previews. The one rule for a plan's answer (``max_returned_bytes``)
+    and for what a conversation has room for (``conversation_room``)."""
+    kept: dict[str, Any] = {}
+    previewed = 0
+    for sid, value in returned.items():
+        size = size_of(value)
+        if size + len(sid) + 8 <= room:
+            kept[sid] = value
+            room -= size + len(sid) + 8
+        else:
+            kept[sid] = returned_preview(value, size, omitted(sid))
+            room -= size_of(kept[sid]) + len(sid) + 8
+            previewed += 1
+    return kept, previewed
 
 
 def is_reference(value: Any) -> bool:

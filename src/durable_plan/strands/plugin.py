@@ -23,13 +23,14 @@ from typing import Any
 
 from strands import Agent
 from strands.hooks import AfterToolsEvent, BeforeInvocationEvent
+from strands.interrupt import _InterruptState
 from strands.plugins import Plugin
-from strands.types.tools import ToolResult, ToolUse
+from strands.types.tools import ToolResult, ToolResultContent, ToolUse
 from temporalio import workflow
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check.shape_text import describe_shape
-from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS, ROUNDS_PATCH
+from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS
 from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
@@ -40,6 +41,7 @@ from durable_plan.local.hooked import hooked_invoker
 from durable_plan.local.runner import run_checked
 from durable_plan.run.calls import Invoker
 from durable_plan.run.hooks import ToolHooks
+from durable_plan.run.references import fit_returned
 from durable_plan.run.reuse import (
     DEFAULT_MAX_BYTES,
     Remembered,
@@ -48,7 +50,7 @@ from durable_plan.run.reuse import (
     reusable_tools,
 )
 from durable_plan.run.summary import failure_text, result_for_model
-from durable_plan.strands.carried import PlanToolState
+from durable_plan.strands.carried import PlanToolState, continue_stream, stream_state
 from durable_plan.strands.options import durable_plan_options
 from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result, unwrap_peer_input
 from durable_plan.tools.approval import ApprovalPolicy, gated_patterns
@@ -68,7 +70,8 @@ MAX_RESULTS_KEPT = 64
 DEFAULT_HOOK_RELAY_BYTES = 16 * 1024 * 1024
 """What one plan's requests to the agent's tool hooks may add to the conversation's history."""
 ONE_AT_A_TIME_PATCH = "plans-one-at-a-time"
-"""Conversations whose plans run one after another (earlier ones ran them side by side)."""
+"""Conversations whose plans run one after another (earlier ones ran them side by side);
+asked as the conversation's one marker (``patch_level.conversation_patched``)."""
 INTERRUPTED_REFUSAL = (
     "cannot run a plan while the agent is waiting for a person's answer to an interrupt: "
     "answer the interrupt first"
@@ -176,6 +179,8 @@ class WorkflowPlanPlugin(Plugin):
         turn: each gets its own number and sees what the one before it ran."""
         self._gate_patterns: list[str] = []
         self._agent: Any = None
+        self._resumed_interrupt: dict[str, Any] | None = None
+        """A pending interrupt carried from the previous run (``resume``), for the agent."""
         self._mcp_servers: dict[str, Any] = {}
         """The agent's MCP servers by name: their tools join each plan's catalogue as
         ``<server>__<tool>`` (``durable_plan.tools.mcp``)."""
@@ -184,8 +189,24 @@ class WorkflowPlanPlugin(Plugin):
 
     def carry_over(self) -> PlanToolState:
         """What the next run of this conversation needs of the plan tool: pass it in the
-        ``continue_as_new`` argument, and to `resume` there (with the agent's messages)."""
-        return PlanToolState(self.plans_run, self.memory.entries(), self.memory.forgotten)
+        ``continue_as_new`` argument, and to `resume` there (with the agent's messages).
+
+        It carries the plan count, the memory of steps (so a repair in the next run still
+        reuses what earlier plans charged), the agent's pending interrupt (a person's answer
+        still to come), and the ``plan_stream``'s state (the next run's
+        ``WorkflowStream(prior_state=state.stream)`` goes on with its offsets). Call it
+        between turns, as ``workflows/conversation.py`` does: a plan still running when the
+        run continues as new (one awaiting a person's approval, say) would be terminated
+        with it; between turns none is, and an interrupt pending is carried."""
+        interrupt = getattr(self._agent, "_interrupt_state", None)
+        pending = interrupt if interrupt is not None and interrupt.activated else None
+        return PlanToolState(
+            self.plans_run,
+            self.memory.entries(),
+            self.memory.forgotten,
+            stream=stream_state(self.plan_stream) if self.plan_stream is not None else None,
+            interrupt=pending.to_dict() if pending is not None else None,
+        )
 
     def resume(self, state: PlanToolState | None) -> None:
         """Continue where the previous run of the conversation left off (None: a new one)."""
@@ -195,6 +216,17 @@ class WorkflowPlanPlugin(Plugin):
             raise ValueError("resume() belongs before the first plan of this run")
         self.plans_run = state.plans_run
         self.memory.restore(state.remembered, state.forgotten)
+        if state.stream is not None and self.plan_stream is not None:
+            continue_stream(self.plan_stream, state.stream)
+        self._resumed_interrupt = state.interrupt
+        if self._agent is not None:
+            self._restore_interrupt(self._agent)
+
+    def _restore_interrupt(self, agent: Any) -> None:
+        """The pending interrupt carried from the previous run, onto the agent (once)."""
+        carried, self._resumed_interrupt = self._resumed_interrupt, None
+        if carried is not None:
+            agent._interrupt_state = _InterruptState.from_dict(carried)
 
     # -- Strands plugin protocol ---------------------------------------------
 
@@ -207,6 +239,7 @@ class WorkflowPlanPlugin(Plugin):
                 "plugin per agent (it holds that agent's approval gates and answers)"
             )
         self._agent = agent
+        self._restore_interrupt(agent)
         handlers = list(getattr(getattr(agent, "_intervention_registry", None), "handlers", []))
         if handlers and self.plannable is None:
             names = ", ".join(getattr(h, "name", type(h).__name__) for h in handlers)
@@ -220,9 +253,21 @@ class WorkflowPlanPlugin(Plugin):
         agent.tool_registry.register_tool(PlanTool(self))
         agent.hooks.add_callback(AfterToolsEvent, self._end_turn_with_final_plan)
         agent.hooks.add_callback(BeforeInvocationEvent, self._new_request)
+        if workflow.in_workflow():
+            # Durably, without External Storage, a model call too large to send is not made:
+            # the turn ends saying why, where its workflow task would fail forever. What the
+            # plan tool returns is bounded so that this is the last resort (``_fitted``).
+            with workflow.unsafe.imports_passed_through():
+                from durable_plan.temporal.conversation_room import watch_model_calls
+
+            watch_model_calls(agent)
 
     def _new_request(self, event: BeforeInvocationEvent) -> None:
-        """A new invocation of the agent: a new request, whose plans must run again."""
+        """A new invocation of the agent: a new request, whose plans must run again. An
+        invocation that answers an interrupt is the same request going on: what its plans
+        ran stays remembered (a repair after the person's answer reuses it)."""
+        if getattr(getattr(event.agent, "_interrupt_state", None), "activated", False):
+            return
         if not self.remember_across_turns:
             self.memory.clear()
 
@@ -243,12 +288,76 @@ class WorkflowPlanPlugin(Plugin):
         if getattr(getattr(agent, "_interrupt_state", None), "activated", False):
             # As Strands refuses a direct tool call while a person's answer is pending.
             return error_result(tool_use_id, INTERRUPTED_REFUSAL)
-        if workflow.in_workflow() and not workflow.patched(ONE_AT_A_TIME_PATCH):
-            return await self._submit(tool_use, agent)  # as recorded: plans side by side
+        if workflow.in_workflow() and not _conversation_patched():
+            # As recorded by 0.1.0 (ONE_AT_A_TIME_PATCH): plans side by side.
+            return self._fitted(await self._submit(tool_use, agent), agent)
         if self._one_at_a_time is None:
             self._one_at_a_time = asyncio.Lock()
         async with self._one_at_a_time:
-            return await self._submit(tool_use, agent)
+            # Fitted before the next plan starts, so that plan counts what this one handed out.
+            return self._fitted(await self._submit(tool_use, agent), agent)
+
+    def _fitted(self, result: ToolResult, agent: Any) -> ToolResult:
+        """Durably, what the conversation has room for (``temporal.conversation_room``): its
+        next model call carries this result, and must still be sent. Past the room, the
+        returned results that do not fit are previews, and a final plan ends no turn (the
+        model answers from what it has); a final answer, which repeats the results in the
+        conversation, is given only when both fit."""
+        if agent is None or not workflow.in_workflow():
+            return result
+        with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
+            from durable_plan.temporal.conversation_room import (
+                fit_tool_result,
+                json_bytes,
+                result_room,
+                result_share,
+            )
+
+        use_id = result["toolUseId"]
+        answer = self._final_answers.get(use_id)
+        alongside = 0
+        if answer is not None:
+            alongside = json_bytes(answer)
+            share = result_share(result_room(agent, use_id))
+            if json_bytes(result) + alongside > share:
+                del self._final_answers[use_id]
+                alongside = 0
+        fitted = fit_tool_result(agent, result, shrink=self._previews, alongside=alongside)
+        if fitted is not result:
+            self._final_answers.pop(use_id, None)
+        return fitted
+
+    def _previews(self, result: ToolResult, room: int) -> ToolResult:
+        """The plan's report with its returned results within ``room``: whole in ``returns``
+        order while they fit, each of the rest a preview saying how the model can still
+        reach it."""
+        with workflow.unsafe.imports_passed_through():
+            from durable_plan.temporal.conversation_room import json_bytes
+
+        remembered = set(self.memory.ids) if self.memory.enabled else set()
+
+        def omitted(step: str) -> str:
+            reach = (
+                f"a later plan of this request reads it whole as prior.{step}"
+                if step in remembered
+                else "to use part of it, run a step that returns only that part"
+            )
+            return f"too large for this conversation; the step ran ok: {reach}"
+
+        blocks = result["content"]
+        at = next((i for i, b in enumerate(blocks) if _report_of(b) is not None), None)
+        if at is None:
+            return result
+        report = _report_of(blocks[at])
+        assert report is not None
+
+        def with_returned(returned: dict[str, Any]) -> ToolResult:
+            block: ToolResultContent = {"json": {**report, "returned": returned}}
+            return {**result, "content": [*blocks[:at], block, *blocks[at + 1 :]]}
+
+        left = room - json_bytes(with_returned({}))
+        returned, _ = fit_returned(report["returned"], left, json_bytes, omitted)
+        return with_returned(returned)
 
     async def _submit(self, tool_use: ToolUse, agent: Any) -> ToolResult:
         tool_use_id = tool_use["toolUseId"]
@@ -292,6 +401,11 @@ class WorkflowPlanPlugin(Plugin):
                 )
                 learned = recall.learned if recall is not None else []
         except PlanRejected as exc:
+            if durable:  # a row in the conversation's history says why (``plan_status``)
+                with workflow.unsafe.imports_passed_through():
+                    from durable_plan.temporal.plan_status import note_rejection
+
+                note_rejection(tool_use_id, [str(p) for p in exc.problems])
             return error_result(tool_use_id, str(exc))
         except PlanFailed as exc:
             if exc.salvage is None:
@@ -435,6 +549,14 @@ class WorkflowPlanPlugin(Plugin):
         return shapes
 
 
+def _report_of(block: Any) -> dict[str, Any] | None:
+    """The plan's report (``result_for_model``) in a content block of its tool result."""
+    report = block.get("json") if isinstance(block, dict) else None
+    if isinstance(report, dict) and isinstance(report.get("returned"), dict):
+        return report
+    return None
+
+
 def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
     """The registry's tools, called with the agent in their invocation state (as Strands does)."""
     state = {"agent": agent} if agent is not None else {}
@@ -451,9 +573,9 @@ def _check(
     """The checked plan, and the catalogue it was checked with (durably, as recorded)."""
     if not durable:
         return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior), catalog
-    # A conversation recorded before the raised cap checks with the old one (on replay, a
-    # plan it refused must be refused again).
-    if not workflow.patched(ROUNDS_PATCH):
+    # A conversation recorded before the raised cap (ROUNDS_PATCH, by 0.1.0) checks with the
+    # old one (on replay, a plan it refused must be refused again).
+    if not _conversation_patched():
         catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
     with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
         from durable_plan.temporal.shape_patch import check_as_recorded
@@ -470,5 +592,14 @@ def _check(
 
     # A conversation recorded before the return-shape check replays its plans' checks
     # without it (a plan it ran would be refused now: shapes come from code, not history).
-    checked = check_as_recorded(check, catalog)
+    checked = check_as_recorded(check, catalog, in_conversation=True)
     return checked, used[-1]
+
+
+def _conversation_patched() -> bool:
+    """The conversation's one marker for what it does differently from 0.1.0 (workflow code;
+    ``patch_level.conversation_patched``): one ``core_patch`` row, not one per change."""
+    with workflow.unsafe.imports_passed_through():
+        from durable_plan.temporal.patch_level import conversation_patched
+
+    return conversation_patched()

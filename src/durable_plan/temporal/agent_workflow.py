@@ -18,12 +18,12 @@ payload, fails before that call, with a message that says so.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
     from durable_plan.temporal.admission import Admission
     from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
+    from durable_plan.temporal.conversation_room import model_input_bytes
     from durable_plan.temporal.event_stream import PlanEventStream, workflow_emitter
     from durable_plan.temporal.failures import root_cause
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
@@ -44,10 +45,11 @@ with workflow.unsafe.imports_passed_through():
         DEFAULT_MAX_RESULT_BYTES,
         DEFAULT_MAX_TASK_BYTES,
         HOOK_REPLY_SIGNAL,
+        json_payload,
         options_to_wire,
     )
     from durable_plan.temporal.patch_level import MODEL_INPUT_PATCH, in_effect
-    from durable_plan.temporal.payload_limits import MAX_MODEL_INPUT_BYTES, MODEL_INPUT_COPIES
+    from durable_plan.temporal.payload_limits import MAX_MODEL_INPUT_BYTES
     from durable_plan.temporal.pipeline import Stages
     from durable_plan.temporal.policy import CallPolicy, retry_policy
     from durable_plan.temporal.step_activities import ActivityCall, call_activity
@@ -130,7 +132,9 @@ class AgentStepWorkflow(ApprovalHandlers):
         self.stream = PlanEventStream()
 
     @workflow.run
-    async def run(self, request: AgentStepInput) -> dict[str, Any]:
+    async def run(self, request: AgentStepInput) -> Any:
+        """The step's result as JSON text in its own key order (``json_payload``): the
+        model's output as it wrote it, as in-process (the SDK's default converter sorts)."""
         info = workflow.info()
         plan_id = info.parent.workflow_id if info.parent is not None else info.workflow_id
         events, _telemetry = workflow_emitter(
@@ -139,7 +143,7 @@ class AgentStepWorkflow(ApprovalHandlers):
         self.tracker = RoundTracker(events, request.step_id)
         self.desk.events = events
         try:
-            return await self._run(request)
+            return RawValue(json_payload(await self._run(request)))
         finally:
             if self.admission is not None:
                 await self.admission.settle()
@@ -224,13 +228,9 @@ class AgentStepWorkflow(ApprovalHandlers):
             and in_effect(MODEL_INPUT_PATCH, request.patch_level)
         ):
             # The model activity's input carries the conversation twice (measured with
-            # temporalio-strands-agents 0.1.0: 2,464,341 bytes sent for 1,231,720 of messages).
-            sent = {
-                "messages": getattr(agent, "messages", []),
-                "system_prompt": getattr(agent, "system_prompt", None),
-                "tool_specs": _tool_specs(agent),
-            }
-            carried = MODEL_INPUT_COPIES * _carried_bytes(sent)
+            # temporalio-strands-agents 0.1.0: 2,464,341 bytes sent for 1,231,720 of messages):
+            # measured as a conversation's are (conversation_room).
+            carried = model_input_bytes(agent)
             if carried > MAX_MODEL_INPUT_BYTES:
                 raise ApplicationError(
                     f"agent step '{request.step_id}' stopped after {self.tracker.rounds} "
@@ -314,22 +314,6 @@ class ActivityTool(NamedTool):
             wrapper_retries=policy.retries,
             fairness_key=request.fairness_key,
         )
-
-
-def _carried_bytes(value: Any) -> int:
-    """What the next model call carries, as UTF-8 JSON (a non-JSON part by its text)."""
-    try:
-        return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-    except (TypeError, ValueError):
-        return len(str(value).encode())
-
-
-def _tool_specs(agent: Any) -> Any:
-    registry = getattr(agent, "tool_registry", None)
-    try:
-        return registry.get_all_tool_specs() if registry is not None else []
-    except Exception:  # a registry of another shape: count nothing for it
-        return []
 
 
 def _result(tool_use: ToolUse, ok: bool, value: Any) -> ToolResult:

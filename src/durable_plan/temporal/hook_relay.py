@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import FailureError
 
 from durable_plan.language.errors import describe_exception
@@ -55,6 +56,7 @@ from durable_plan.temporal.messages import (
     HOOK_REQUEST_SIGNAL,
     HookReply,
     HookRequest,
+    json_payload,
 )
 
 _WORKFLOW_INTERNALS: tuple[type[BaseException], ...] = (
@@ -347,8 +349,10 @@ class HookAsker:
         phase: str,
     ) -> HookReply:
         try:
+            # JSON text in its own key order: the hooks (and, through a hook that changes
+            # it, the model) see the call's arguments and result as the tool made them.
             await workflow.get_external_workflow_handle(route.agent_workflow_id).signal(
-                HOOK_REQUEST_SIGNAL, request.to_wire()
+                HOOK_REQUEST_SIGNAL, RawValue(json_payload(request.to_wire()))
             )
         except FailureError as exc:
             return refusal(call_id, phase, f"the agent's tool hooks cannot be asked: {exc}")

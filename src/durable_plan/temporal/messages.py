@@ -60,9 +60,24 @@ plan stops starting steps well before that, and says why."""
 
 def failure_message(exc: BaseException) -> str:
     """The text a person or model can act on, from a Temporal failure's innermost cause."""
-    cause = getattr(exc, "cause", None) or exc
-    message = getattr(cause, "message", None)
-    return message if isinstance(message, str) and message else str(cause)
+    return error_text(getattr(exc, "cause", None) or exc)
+
+
+SDK_DECODE_WRAPPERS = ("Failed decoding arguments", "Failed decoding heartbeat details")
+"""What the SDK says when an activity's input does not decode, whatever the reason."""
+
+
+def error_text(error: BaseException) -> str:
+    """A failure's message. The SDK's words for an activity whose arguments did not decode
+    say nothing of why, so its cause's follow (a stored payload this worker cannot read, a
+    key it lacks): "Failed decoding arguments: the payload v0/... is stored outside ..."."""
+    message = getattr(error, "message", None)
+    if not isinstance(message, str) or not message:
+        return str(error)
+    inner = getattr(getattr(error, "cause", None), "message", None)
+    if message in SDK_DECODE_WRAPPERS and isinstance(inner, str) and inner:
+        return f"{message}: {inner}"
+    return message
 
 
 @dataclass
@@ -359,6 +374,11 @@ class PlanInput:
     ui_metadata: str = "full"
     """What the Temporal web UI gets (``ui_summary``): "summary", "details" or "full".
     Clients send "summary" unless asked; "full" is what inputs written before it had."""
+    plan_status_attribute: bool = False
+    """Keep the ``PlanStatus`` search attribute up to date (``plan_status``): set by whoever
+    starts the plan, only where the namespace has it registered (an upsert of one it lacks
+    fails the workflow task forever). Recorded here, so a replay decides alike; False, as
+    in inputs written before it: the status shows in the current details alone."""
     patch_level: int = field(default=0, metadata=_BY_PLUGIN)
     """The workflow patches its client knew to be in effect (``patch_level``): the run
     asks none of them, and records no marker. 0 (inputs written before it): each is asked."""

@@ -17,10 +17,10 @@ from temporalio.exceptions import (
 
 from durable_plan.run.calls import StepCall
 from durable_plan.run.engine import PlanRun
-from durable_plan.run.references import returned_preview
+from durable_plan.run.references import fit_returned
 from durable_plan.run.reuse import REMEMBERED_KEY, bounded
 from durable_plan.temporal.admission import json_size
-from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL, PlanInput
+from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL, PlanInput, error_text
 from durable_plan.temporal.result_form import compact_result
 
 # (ok, result or error text, duration in ms, attempts); None: withdrawn before it started
@@ -42,7 +42,7 @@ def activity_failure(exc: ActivityError, timeout_s: float, max_attempts: int) ->
             # The wrapper's details; a tool's own ApplicationError may carry anything.
             attempts = _number(details.get("attempt"), int, attempts)
             duration = _number(details.get("duration_ms"), float, 0.0)
-        return False, cause.message, duration, attempts
+        return False, error_text(cause), duration, attempts
     if isinstance(cause, TimeoutError):
         kind = cause.type.name.lower() if cause.type is not None else "timeout"
         return False, f"timed out after {timeout_s:g} s ({kind})", duration, attempts
@@ -88,18 +88,7 @@ def bounded_payload(
         payload["returned"].update(resolved)  # stored results read back for the model
     returned: dict[str, Any] = payload["returned"]
     room = request.max_returned_bytes - json_size({**payload, "returned": {}}) - 4096
-    kept: dict[str, Any] = {}
-    previewed = 0
-    for sid, value in returned.items():
-        size = json_size(value)
-        if size + len(sid) + 8 <= room:
-            kept[sid] = value
-            room -= size + len(sid) + 8
-        else:
-            kept[sid] = returned_preview(value, size)
-            room -= json_size(kept[sid]) + len(sid) + 8
-            previewed += 1
-    payload["returned"] = kept
+    payload["returned"], previewed = fit_returned(returned, room, json_size)
     if previewed and payload["final"]:
         payload["final"] = False
         payload["inference_passes_saved"] = max(payload["inference_passes_saved"] - 1, 0)

@@ -25,7 +25,7 @@ _stored = False
 def note_worker_converter(data_converter: Any) -> None:
     """A worker of this process was built on this converter (``plan_worker``)."""
     global _stored
-    if getattr(data_converter, "external_storage", None) is not None:
+    if _stores(data_converter):
         _stored = True
 
 
@@ -35,4 +35,11 @@ def workers_store_payloads() -> bool:
 
 
 def client_stores_payloads(client: Any) -> bool:
-    return getattr(client.data_converter, "external_storage", None) is not None
+    return _stores(client.data_converter)
+
+
+def _stores(data_converter: Any) -> bool:
+    """An External Storage that stores: not the one a process with storage off carries to
+    read references clearly (``protect.payload_storage.unconfigured_storage``)."""
+    storage = getattr(data_converter, "external_storage", None)
+    return storage is not None and bool(getattr(storage, "stores_payloads", True))
