@@ -74,6 +74,7 @@ SLOW_MODULES = {
     "tests/test_replay_hashseed.py": "replay in subprocesses under other hash seeds",
     "tests/test_worker_shutdown.py": "a worker subprocess told to stop",
     "tests/test_mcp.py": "every test starts MCP servers, each a Python subprocess",
+    "tests/test_otlp_delivery.py": "traced scripts and a worker, each a Python subprocess",
 }
 
 SLOW_TESTS = {

@@ -29,6 +29,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
 
+from durable_plan.server.telemetry_exit import keep_flushed
+
 
 def tracing_plugin(
     *exporters: SpanExporter,
@@ -41,12 +43,15 @@ def tracing_plugin(
     ``batch=False`` exports each span as it ends, inside the workflow task that ends it:
     for file exporters and tests only (a network exporter there would block the task).
     ``temporal_spans``: the SDK's own spans too (StartActivity, RunActivity...), under
-    the plan's step spans."""
+    the plan's step spans. The batch processor's last spans are exported when the process
+    leaves through ``run_script``, a command or a worker's shutdown (``exit_now``, which
+    skips ``atexit``, flushes the provider: ``server/telemetry_exit.py``)."""
     provider = create_tracer_provider(resource=Resource.create({"service.name": service_name}))
     for exporter in exporters:
         processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
         provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
+    keep_flushed(provider)
     return OpenTelemetryPlugin(add_temporal_spans=temporal_spans)
 
 
