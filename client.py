@@ -1,15 +1,19 @@
 """Talk to the game master: one conversation, its answer, and the round trips it cost.
 
 python client.py --demo               # offline: starts its own dev server and worker
+python client.py --demo morale        # ... only one of its conversations, by name
 python client.py                      # against `durable-plan dev` + `python worker.py`
+python client.py round                # one conversation by name: attack (the default),
+                                      # round, morale or repair
 python client.py --live               # a real Bedrock model writes the plans
-python client.py --round              # the combat round (three maps over the action log)
 python client.py --address host:7233  # another server (or TEMPORAL_ADDRESS=host:7233)
 python client.py --encrypt            # seal payloads with $DURABLE_PLAN_KEYS (on if set)
 
 Without --live the worker's scripted model answers (offline, no credentials); it knows only
-the demo's prompts. Exit status: 0 answered, 1 a conversation failed (its root cause is
-printed), 2 a setup problem (no server at the address, no `temporal` binary for --demo).
+the demo's prompts. Exit status, as the `durable-plan` command's: 0 answered, 1 a
+conversation failed (its root cause is printed), 2 a wrong command (an address that is not
+HOST:PORT, a namespace the server lacks), 3 no server (nothing answers at the address, no
+`temporal` binary for --demo), 130 interrupted (what was left running is said).
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from activities.scripts import ATTACK_PROMPT, MORALE_PROMPT, REPAIR_PROMPT, ROUN
 from durable_plan.server.activity_logs import one_line_activity_failures
 from durable_plan.server.connection import (
     DEFAULT_ADDRESS,
+    EXIT_NO_SERVER,
     ServerSetupError,
     add_encryption_argument,
     add_server_arguments,
     default_ui_url,
     run_script,
+    setup_exit_code,
     workflow_url,
 )
 from durable_plan.server.devserver import DevServer, DevServerError, DevServerNotFound
@@ -52,7 +58,14 @@ from worker import TASK_QUEUE, build_worker, connect
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
 
 EXIT_FAILED = 1
-EXIT_SETUP = 2
+EXIT_INTERRUPTED = 130
+CONVERSATIONS = {
+    "attack": ATTACK_PROMPT,
+    "round": ROUND_PROMPT,
+    "morale": MORALE_PROMPT,
+    "repair": REPAIR_PROMPT,
+}
+"""The demo's conversations by name, in the order ``--demo`` runs them."""
 STEPS_DRAIN_S = 5.0
 """After the answer, how long the step printer may take to print its plans' last events."""
 PICKUP_WAIT_S = 5.0
@@ -75,9 +88,12 @@ async def converse(
     honor_final: bool = True,
     unclaimed: Callable[[str], None] | None = None,
     watch_steps: bool = True,
+    left_running: Callable[[str], None] | None = None,
 ) -> tuple[str, GameMasterOutput]:
     """One conversation; ``unclaimed(workflow_id)`` is called once if no worker has taken
-    its first workflow task after ``PICKUP_WAIT_S`` (it keeps waiting for one)."""
+    its first workflow task after ``PICKUP_WAIT_S`` (it keeps waiting for one);
+    ``left_running(workflow_id)`` when this client stops waiting before the answer
+    (Ctrl-C, SIGTERM): the conversation goes on on the server."""
     workflow_id = f"game-master-{uuid.uuid4().hex[:8]}"
     handle = await client.start_workflow(
         GameMasterWorkflow.run,
@@ -100,6 +116,10 @@ async def converse(
                 await asyncio.wait_for(steps, STEPS_DRAIN_S)
     except WorkflowFailureError as exc:
         raise ConversationFailed(f"conversation {workflow_id} failed: {root_message(exc)}") from exc
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if left_running is not None:
+            left_running(workflow_id)
+        raise
     finally:
         for task in (watchdog, steps):
             if task is not None and not task.done():
@@ -159,8 +179,8 @@ def _layout(value: object, indent: int, used: int = 0, width: int = 88) -> str:
     return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
 
 
-def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | None) -> None:
-    print(f"> {prompt}")
+def show(workflow_id: str, output: GameMasterOutput, link: str | None) -> None:
+    """What a conversation answered and cost; its prompt and steps were printed before."""
     print(readable(output.answer))
     inside = (
         f", plus {output.agent_step_rounds} model calls inside an agent step"
@@ -196,9 +216,11 @@ def show(prompt: str, workflow_id: str, output: GameMasterOutput, link: str | No
 async def demo_environment(
     encrypt: bool | None = None,
 ) -> AsyncIterator[tuple[Client, str | None]]:
-    """A private dev server (with UI) and an in-process worker, for the offline demo."""
+    """A private dev server (with UI) and an in-process worker, for the offline demo.
+    External Storage is on (this machine's default directory): the worker is this process,
+    so it reads what the client stores, whatever the environment says."""
     with DevServer(headless=False) as server:
-        client = await connect(server.target, encrypt=encrypt)
+        client = await connect(server.target, encrypt=encrypt, payload_storage=True)
         async with build_worker(client, TASK_QUEUE):
             yield client, server.ui_url
 
@@ -214,11 +236,27 @@ class Remote:
     task_queue: str
     warned: bool = False
     """Already said that no worker polls: the watchdog need not say it again."""
+    own_server: bool = False
+    """The demo's server, which stops with this client: nothing is left running."""
 
     def worker_command(self) -> str:
         flags = "" if self.address == DEFAULT_ADDRESS else f" --address {self.address}"
         flags += "" if self.task_queue == TASK_QUEUE else f" --task-queue {self.task_queue}"
         return f"python worker.py{flags}"
+
+    def left_running(self, workflow_id: str) -> None:
+        """Said when this client stops waiting: the conversation is durable and goes on
+        (or waits for a worker) on the server; the person decides whether to end it."""
+        if self.own_server:
+            return
+        address = "" if self.address == DEFAULT_ADDRESS else f" --address {self.address}"
+        print(
+            f"\nclient.py: stopped waiting; conversation {workflow_id} is still running on "
+            f"{self.address} (a worker finishes it). End it with: temporal workflow cancel -w "
+            f"{workflow_id}{address}   (or terminate), or follow it in the web UI",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def unclaimed(self, workflow_id: str) -> None:
         if self.warned:
@@ -260,14 +298,21 @@ async def remote_environment(
 @contextlib.asynccontextmanager
 async def _demo(encrypt: bool | None) -> AsyncIterator[Remote]:
     async with demo_environment(encrypt) as (client, ui):
-        yield Remote(client, ui, "", TASK_QUEUE, warned=True)  # its own worker: no watchdog
+        # Its own worker: no watchdog; its own server: nothing outlives the client.
+        yield Remote(client, ui, "", TASK_QUEUE, warned=True, own_server=True)
 
 
 async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "conversation",
+        nargs="?",
+        choices=sorted(CONVERSATIONS),
+        help="one of the demo's conversations (default: attack; with --demo: all four)",
+    )
     parser.add_argument("--demo", action="store_true", help="own dev server + worker, offline")
     parser.add_argument("--live", action="store_true", help="use the Bedrock model")
-    parser.add_argument("--round", action="store_true", help="the combat round (three maps)")
+    parser.add_argument("--round", action="store_true", help="the same as the name round")
     parser.add_argument(
         "--prompt", help="your own prompt (the scripted model knows only the demo's)"
     )
@@ -280,9 +325,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--task-queue", default=TASK_QUEUE)
     args = parser.parse_args(argv)
     model = "bedrock" if args.live else "scripted"
-    prompts = [args.prompt] if args.prompt else [ROUND_PROMPT if args.round else ATTACK_PROMPT]
-    if args.demo and not args.prompt and not args.round:
-        prompts = [ATTACK_PROMPT, ROUND_PROMPT, MORALE_PROMPT, REPAIR_PROMPT]
+    name = "round" if args.round else args.conversation
+    if args.prompt:
+        prompts = [args.prompt]
+    elif name is not None:
+        prompts = [CONVERSATIONS[name]]
+    else:
+        prompts = list(CONVERSATIONS.values()) if args.demo else [ATTACK_PROMPT]
     if args.demo:
         # Its worker runs here: a failed tool attempt is one line, not the SDK's traceback.
         one_line_activity_failures(prefix="client.py: ")
@@ -297,6 +346,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         async with env as remote:
             client, ui = remote.client, remote.ui
             for prompt in prompts:
+                print(f"> {prompt}", flush=True)  # then its steps as they finish, the answer
                 workflow_id, output = await converse(
                     client,
                     prompt,
@@ -304,20 +354,24 @@ async def main(argv: Sequence[str] | None = None) -> int:
                     task_queue=args.task_queue,
                     honor_final=not args.prose,
                     unclaimed=remote.unclaimed,
+                    left_running=remote.left_running,
                 )
                 link = workflow_url(ui, client.namespace, workflow_id) if ui else None
-                show(prompt, workflow_id, output, link)
+                show(workflow_id, output, link)
             if args.demo and args.keep:
                 print("The dev server and worker keep running; Ctrl-C stops them.", flush=True)
                 await asyncio.Event().wait()
             elif args.demo:
                 print("(the demo's server stops now; --keep keeps it up to browse the UI)")
-    except (ServerSetupError, DevServerNotFound) as exc:
+    except ServerSetupError as exc:
         print(f"client.py: {exc}", file=sys.stderr)
-        return EXIT_SETUP
+        return setup_exit_code(exc)
+    except DevServerNotFound as exc:
+        print(f"client.py: {exc}", file=sys.stderr)
+        return EXIT_NO_SERVER
     except DevServerError as exc:
         print(f"client.py: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_SETUP
+        return EXIT_NO_SERVER
     except ConversationFailed as exc:
         print(f"client.py: {exc}", file=sys.stderr)
         return EXIT_FAILED

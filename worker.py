@@ -35,6 +35,7 @@ from durable_plan.server.connection import (
     add_server_arguments,
     default_address,
     run_script,
+    setup_exit_code,
 )
 from durable_plan.server.connection import connect as connect_server
 from durable_plan.server.long_lived import freeze_startup_objects
@@ -70,6 +71,7 @@ async def connect(
     *,
     namespace: str | None = None,
     encrypt: bool | None = None,
+    payload_storage: bool | str | None = None,
     **models: Callable[[], Any],
 ) -> Client:
     """A client carrying the Strands plugin (models and the pydantic converter).
@@ -77,12 +79,16 @@ async def connect(
     ``address`` / ``namespace`` default to ``$TEMPORAL_ADDRESS`` / ``$TEMPORAL_NAMESPACE``
     (else the dev server's); a server that does not answer raises ``ServerSetupError``.
     ``encrypt``: seal payloads with ``$DURABLE_PLAN_KEYS`` (None: when it is set).
+    ``payload_storage``: External Storage (None: as ``$DURABLE_PLAN_STORE`` /
+    ``DURABLE_PLAN_PAYLOAD_STORAGE`` say, alike in this worker and the client; True: on, as
+    the offline demo runs it, its worker in the same process).
     """
     factories = {**model_factories(), **models}
     return await connect_server(
         address or default_address(),
         namespace=namespace,
         encrypt=encrypt,
+        payload_storage=payload_storage,
         plugins=[StrandsPlugin(models=factories)],
     )
 
@@ -123,7 +129,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         client = await connect(args.address, namespace=args.namespace, encrypt=args.encrypt)
     except ServerSetupError as exc:
         print(f"worker.py: {exc}", file=sys.stderr)
-        return 2
+        return setup_exit_code(exc)
     worker = build_worker(client, args.task_queue)
     # SIGTERM (a deploy, `docker stop`) drains: running steps finish, within the
     # worker's graceful shutdown timeout, instead of waiting out their heartbeat timeout

@@ -241,3 +241,13 @@ async def test_run_on_an_embedded_dev_server() -> None:
     assert code == 0, err
     assert json.loads(out)["returned"]["damage"] == {"hp_after": 53, "defeated": False}
     assert "on a dev server started for this run at 127.0.0.1:" in err
+
+
+def test_a_missing_input_is_reported_with_the_plan_s_problems() -> None:
+    """`triage --local` without ticket_id reported the approval problem alone; the missing
+    input came only after it was fixed."""
+    done = cli("run", str(PLANS / "triage.yaml"), *TOOLS, "--local")
+    assert done.returncode == 2, done.stderr
+    assert "2 problems:" in done.stderr
+    assert "missing input 'ticket_id'. Fix: pass --input ticket_id=VALUE" in done.stderr
+    assert "tool 'refund_payment' cannot be planned" in done.stderr

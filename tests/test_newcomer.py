@@ -71,7 +71,7 @@ def _one_line(stdout: str, stderr: str) -> str:
 def test_no_server_is_one_line_with_the_fix(script: str) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     proc = _run(script, "--address", address)
-    assert proc.returncode == 2, proc
+    assert proc.returncode == 3, proc  # the durable-plan command's code for "no server"
     line = _one_line(proc.stdout, proc.stderr)
     assert line.startswith(f"{script}: no Temporal server answers at {address}"), line
     assert "(connection refused)" in line
@@ -83,7 +83,7 @@ def test_client_reads_temporal_address() -> None:
     """client.py used to ignore TEMPORAL_ADDRESS (the worker honoured it)."""
     address = f"127.0.0.1:{free_port()}"
     proc = _run("client.py", env={"TEMPORAL_ADDRESS": address})
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert f"no Temporal server answers at {address}" in _one_line(proc.stdout, proc.stderr)
 
 

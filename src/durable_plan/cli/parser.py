@@ -335,10 +335,21 @@ def _add_sweep_store(subparsers: SubParsers) -> None:
         action="store_true",
         help="delete by age alone, without asking the server which plans still run",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list what would be deleted, one line each, and delete nothing",
+    )
     add_server_options(p)
 
 
 # --- upgrades: replay recorded histories on this version ------------------------------------
+
+
+REPLAY_TIMEOUT_S = 600.0
+"""`durable-plan replay`'s bound by default (``--timeout``): ``--limit``'s thousand histories
+replay in a minute or two; a server that lists slowly or a replay that never ends fails a
+deploy's check with a message instead of leaving it waiting."""
 
 
 def _add_replay(subparsers: SubParsers) -> None:
@@ -380,6 +391,14 @@ def _add_replay(subparsers: SubParsers) -> None:
         default=[],
         help="your own workflow classes (your conversation workflows), besides the plan "
         "workflows: a module (every @workflow.defn class in it) or MODULE:CLASS (repeatable)",
+    )
+    p.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=REPLAY_TIMEOUT_S,
+        help="give up after this long, fetching included, with exit 1: a check that cannot "
+        "answer must not hang a deploy (default: %(default)g)",
     )
     add_server_options(p)
 

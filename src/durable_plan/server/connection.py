@@ -33,12 +33,15 @@ __all__ = [
     "ADDRESS_ENV",
     "DEFAULT_ADDRESS",
     "DEFAULT_NAMESPACE",
+    "EXIT_BAD_SETUP",
+    "EXIT_NO_SERVER",
     "NAMESPACE_ENV",
     "UI_URL_ENV",
     "BadAddress",
     "NamespaceNotFound",
     "ServerSetupError",
     "ServerUnreachable",
+    "Terminated",
     "add_encryption_argument",
     "add_server_arguments",
     "check_address",
@@ -48,6 +51,8 @@ __all__ = [
     "default_ui_url",
     "exit_now",
     "run_script",
+    "run_until_signalled",
+    "setup_exit_code",
     "transport_reason",
     "unreachable_message",
     "workflow_url",
@@ -70,6 +75,18 @@ class ServerSetupError(RuntimeError):
 
 class ServerUnreachable(ServerSetupError):
     """No Temporal server answered; the message is one line with the address and the fix."""
+
+
+EXIT_BAD_SETUP = 2
+"""Fix the command: an address that is not HOST:PORT, a namespace the server lacks."""
+EXIT_NO_SERVER = 3
+"""Nothing answers at the address, or the dev server cannot start (the CLI's code too)."""
+
+
+def setup_exit_code(exc: BaseException) -> int:
+    """The exit status of a script that could not use its server, the same as the CLI's:
+    3 when no server answers (or none can be started), 2 when the command is wrong."""
+    return EXIT_NO_SERVER if isinstance(exc, ServerUnreachable) else EXIT_BAD_SETUP
 
 
 class NamespaceNotFound(ServerSetupError):
@@ -232,7 +249,7 @@ async def connect(
     timeout_s: float = 10.0,
     check_namespace: bool = True,
     encrypt: bool | None = None,
-    payload_storage: bool = True,
+    payload_storage: bool | str | None = None,
     **kwargs: Any,
 ) -> Client:
     """``Client.connect`` with the shared defaults; a server that does not answer within
@@ -243,9 +260,14 @@ async def connect(
     ``kwargs`` go to ``Client.connect`` (``plugins``, ``tls``, ``data_converter`` ...).
     ``encrypt`` (the ``--encrypt`` option) adds `EncryptionPlugin` after ``plugins`` when
     there are keys; keys that cannot be used raise `ServerSetupError` too.
-    ``payload_storage``: large payloads through Temporal's External Storage, where
-    ``$DURABLE_PLAN_STORE`` says (``protect/payload_storage.py``; composes with encryption:
-    only ciphertext is stored); ``DURABLE_PLAN_PAYLOAD_STORAGE=off`` turns it off.
+    ``payload_storage``: large payloads through Temporal's External Storage
+    (``protect/payload_storage.py``; composes with encryption: only ciphertext is stored).
+    None: as the environment says, alike in every process (on when ``$DURABLE_PLAN_STORE``
+    is set or ``DURABLE_PLAN_PAYLOAD_STORAGE=on``); True: on, at ``$DURABLE_PLAN_STORE`` or
+    the default directory (a process that runs its own server and worker); a store (a
+    directory or ``s3://bucket/prefix``): on, there; False: no storage plugin at all. Never
+    chosen from how ``address`` is written. Off, a payload another process stored fails its
+    workflow, naming it, instead of its workflow task failing forever.
     """
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
@@ -253,10 +275,10 @@ async def connect(
 
     target = address or default_address()
     namespace = namespace or default_namespace()
-    if payload_storage:
+    if payload_storage is not False:
         from durable_plan.protect.payload_storage import with_payload_storage
 
-        kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()), target)
+        kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()), payload_storage)
     if encrypt is not False:
         from durable_plan.protect.encryption import EncryptionPlugin, KeyConfigError, keyring_for
 

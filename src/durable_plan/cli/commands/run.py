@@ -35,6 +35,7 @@ from durable_plan.cli.commands.ledger import QUERY_TIMEOUT, approval_hint
 from durable_plan.cli.commands.server import client_command, connect
 from durable_plan.cli.event_watch import Watch, follow_events
 from durable_plan.cli.plan_file import (
+    FileProblem,
     PlanFile,
     PlanFileError,
     check_plan_file,
@@ -108,9 +109,22 @@ def prepare(args: argparse.Namespace) -> Prepared:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
     durable = not args.local
     catalog = registry.catalog(durable=durable)
+    # Every problem at once: the plan's and the inputs' (a missing input was reported only
+    # after a plan problem was fixed, and a plan problem that --local alone causes hid it).
+    problems: list[FileProblem] = []
+    inputs: dict[str, Any] = {}
     try:
         check_plan_file(pf, catalog=catalog, durable=durable)
-        inputs = resolve_inputs(pf, parse_input_args(pf, args.inputs))
+    except PlanFileError as exc:
+        problems.extend(exc.problems)
+    if not pf.problems:  # the file's own (an unusable inputs schema) say it once already
+        try:
+            inputs = resolve_inputs(pf, parse_input_args(pf, args.inputs))
+        except PlanFileError as exc:
+            problems.extend(exc.problems)
+    try:
+        if problems:
+            raise PlanFileError(problems)
         checked = check_plan_file(pf, catalog=catalog, inputs=inputs, durable=durable)
     except PlanFileError as exc:
         text = _lines(exc)
@@ -150,7 +164,9 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
 
     async with _server(args) as server:
         address = server.address
-        client = await connect(address, args.namespace, encrypt=args.encrypt)
+        client = await connect(
+            address, args.namespace, encrypt=args.encrypt, payload_storage=server.own or None
+        )
         queue = args.task_queue or (
             DEFAULT_TASK_QUEUE if args.no_worker else f"durable-plan-run-{uuid.uuid4().hex[:12]}"
         )
@@ -198,6 +214,9 @@ class Server:
 
     address: str
     described: str
+    own: bool = False
+    """Started for this run: no process but this one reaches it, so External Storage is on
+    (this process's worker reads what its client stores), whatever the environment says."""
 
 
 @contextlib.asynccontextmanager
@@ -239,6 +258,7 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[Server]:
             server.target,
             f"on a dev server started for this run at {server.target} (it stops when the run "
             "ends; `durable-plan dev` keeps one up)",
+            own=True,
         )
     finally:
         server.stop()  # before the process leaves with os._exit, which skips atexit

@@ -30,14 +30,20 @@ START_HINT = "start one with `durable-plan dev`, or pass --address HOST:PORT"
 
 
 async def connect(
-    address: str, namespace: str, *, encrypt: bool | None = None, **kwargs: Any
+    address: str,
+    namespace: str,
+    *,
+    encrypt: bool | None = None,
+    payload_storage: bool | str | None = None,
+    **kwargs: Any,
 ) -> Client:
     """A client, or ``CommandError(EXIT_NO_SERVER)`` saying in one line that nobody answers.
 
     A malformed address (no port, a scheme, not a host name) is bad input, exit 2, before
     anything is tried. ``encrypt`` is the ``--encrypt/--no-encrypt`` option
     (`durable_plan.protect.encryption.keyring_for`): with keys, the client seals and opens
-    payloads; keys that cannot be used exit 2.
+    payloads; keys that cannot be used exit 2. ``payload_storage``: External Storage as
+    `durable_plan.server.connection.connect` takes it (None: as the environment says).
     """
     from temporalio.client import Client
 
@@ -47,7 +53,7 @@ async def connect(
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
     from durable_plan.protect.payload_storage import with_payload_storage
 
-    kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()), address)
+    kwargs["plugins"] = with_payload_storage(kwargs.get("plugins", ()), payload_storage)
     keys = keyring(encrypt)
     if keys is not None:
         from durable_plan.protect.encryption import EncryptionPlugin
@@ -84,11 +90,12 @@ def connect_reason(exc: BaseException) -> str:
 
 
 async def plan_handle(
-    client: Client, workflow_id: str, address: str
+    client: Client, workflow_id: str, address: str, *, any_workflow: bool = False
 ) -> tuple[PlanHandle, WorkflowExecutionDescription]:
     """The plan workflow ``workflow_id`` (or an agent step's child workflow, which answers
     the same ``progress`` query and ``decide_step`` update) and its description; one-line
-    errors otherwise."""
+    errors otherwise. ``any_workflow``: a conversation too, whose direct calls of gated tools
+    await a person through the same ``decide_step`` update (``temporal/direct_calls``)."""
     from temporalio.service import RPCError, RPCStatusCode
 
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME
@@ -106,7 +113,8 @@ async def plan_handle(
                 f"{exc.message}; check the id (the Temporal UI lists them)",
             ) from None
         raise CommandError(EXIT_NO_SERVER, f"{address}: {exc.message}") from None
-    if description.workflow_type not in (PLAN_WORKFLOW_NAME, AGENT_STEP_WORKFLOW_NAME):
+    known = (PLAN_WORKFLOW_NAME, AGENT_STEP_WORKFLOW_NAME)
+    if description.workflow_type not in known and not any_workflow:
         raise CommandError(
             EXIT_BAD_INPUT,
             f"workflow {workflow_id!r} is a {description.workflow_type}, not a plan; the plans "
