@@ -318,6 +318,13 @@ async def test_a_durable_agent_step_runs_in_its_own_child_workflow(
         and e.HasField("user_metadata")
     ]
     assert any("morale/1/look_up_monster" in s for s in summaries), summaries
+    model_rows = [
+        json.loads(e.user_metadata.summary.data)
+        for e in child_history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "invoke_model"
+    ]
+    assert model_rows == ["agent step morale: model call"] * 3, "each row says whose call"
     plan_history = await handle.handle.fetch_history()
     assert model_calls(plan_history) == 0, "the conversation stays out of the plan's history"
     # The plan's client knew every patch (``patch_level``): neither workflow asks one.
@@ -389,6 +396,11 @@ async def test_an_approval_gated_tool_inside_an_agent_step_waits_for_a_person(
         )
         awaiting = progress["awaiting"]
         assert awaiting and awaiting[0]["args"] == {"name": "goblin"}
+        # The child's page in the web UI names the call and how to answer it (issue 46).
+        details = (await child.handle.query("__temporal_workflow_metadata")).current_details
+        call_id, digest = awaiting[0]["id"], awaiting[0]["args_digest"]
+        assert f"durable-plan approve {child.id} {call_id} --digest {digest}" in details
+        assert "`summon`" in details
         assert CALLS == []
         lines = await handle.progress()
         assert lines[0]["phase"] == "running"

@@ -562,7 +562,7 @@ async def test_the_readme_example_runs_with_the_keys_from_keygen(temporal_target
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
     lines = out.decode().splitlines()
-    assert lines[0] == "durable: {'defeated': False, 'hp_after': 1}", lines
+    assert lines[0] == "durable: {'hp_after': 1, 'defeated': False}", lines
     assert lines[1].startswith(
         "stored input: {'encoding': 'binary/encrypted', 'encryption-cipher': 'AES-GCM', "
         "'encryption-key-id': 'readme'} and "

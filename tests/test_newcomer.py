@@ -387,7 +387,7 @@ async def test_the_ui_shows_plans_and_steps(client: Client, task_queue: str) -> 
     assert shown["full"][2] == {
         "lookup": "lookup · level 0",
         "attack": "attack · level 1 · armour ← steps.lookup.armour",
-        "damage": "damage · level 2 · damage ← steps.attack.damage, monster ← steps.lookup.name",
+        "damage": "damage · level 2 · monster ← steps.lookup.name, damage ← steps.attack.damage",
     }
 
 

@@ -106,7 +106,7 @@ def test_plans_without_agent_runs(temporal_target: str) -> None:
 
 def test_large_results_runs(temporal_target: str) -> None:
     out = _run_example("large_results.py", temporal_target)
-    assert "count: {'chars': 20976554, 'pages': 2048}" in out
+    assert "count: {'pages': 2048, 'chars': 20976554}" in out
     assert "left in the store: []" in out
     history = int(out.split("history: ")[1].split()[0])
     assert history < 64 * 1024, out

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.strands.plugin import WorkflowPlanPlugin
     from durable_plan.temporal.agent_tools import durable_tools
     from durable_plan.temporal.failures import root_message
+    from durable_plan.temporal.patch_level import conversation_patched
 
 SYSTEM_PROMPT = (
     "You are a Game Master for a tabletop role-playing game.\n\n"
@@ -39,7 +40,9 @@ SYSTEM_PROMPT = (
 
 
 STREAM_CLOSE_PATCH = "stream-close"
-"""Conversations that wait for their stream's subscribers before completing."""
+"""Conversations that wait for their stream's subscribers before completing; asked as the
+conversation's one marker (``durable_plan.temporal.patch_level.conversation_patched``),
+which every change since 0.1.0 shares."""
 
 
 @dataclass
@@ -89,7 +92,7 @@ class GameMasterWorkflow:
             self.stream.detach_pollers()
             # Conversations recorded before streams completed without waiting (their
             # legacy relay's handlers could still be running): they replay as they ran.
-            if workflow.patched(STREAM_CLOSE_PATCH):
+            if conversation_patched():  # STREAM_CLOSE_PATCH, in the conversation's one marker
                 await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _converse(self, request: GameMasterInput) -> GameMasterOutput:
@@ -113,6 +116,7 @@ class GameMasterWorkflow:
             plugins=[plugin],
             interventions=interventions,
             callback_handler=None,
+            summary="game master: model call",  # what each invoke_model row of the web UI is
             start_to_close_timeout=timedelta(seconds=120),
             retry_policy=RetryPolicy(maximum_attempts=3),
         )

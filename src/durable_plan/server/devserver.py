@@ -53,6 +53,10 @@ TUNED_DYNAMIC_CONFIG: dict[str, str | int | float | bool] = {
 # step about 1.8x slower right after an idle period; WAL keeps the same durability guarantees
 # for a single-process server and commits without rewriting the journal.
 TUNED_SQLITE_PRAGMAS: dict[str, str] = {"journal_mode": "wal"}
+SEARCH_ATTRIBUTES: dict[str, str] = {"PlanStatus": "Keyword"}
+"""Registered at start (``--search-attribute``): a plan upserts ``PlanStatus`` only where it
+is registered (an upsert of one that is not fails the workflow task forever); on a server
+of your own: ``temporal operator search-attribute create --name PlanStatus --type Keyword``."""
 
 
 def _config_value(value: str | int | float | bool) -> str:
@@ -304,6 +308,10 @@ class DevServer:
                 cmd += ["--sqlite-pragma", f"{pragma}={setting}"]
         for key, value in self.dynamic_config.items():
             cmd += ["--dynamic-config-value", f"{key}={_config_value(value)}"]
+        # Plans keep their status here (``temporal.plan_status``): registered on every
+        # server we start, so the workflow list shows and filters it (PlanStatus="failed").
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
         cmd += ["--log-level", self.log_level, *self.extra_args]
         return cmd
 

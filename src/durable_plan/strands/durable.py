@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog
@@ -26,15 +27,19 @@ from durable_plan.strands.plan_tool import PlanFailed
 from durable_plan.temporal.client import checked_input
 from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
 from durable_plan.temporal.ids import child_workflow_id
-from durable_plan.temporal.legacy_relay import RELAY_V2_PATCH, LegacyHookRelay, legacy_relay
+from durable_plan.temporal.legacy_relay import LegacyHookRelay, legacy_relay
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_HISTORY_BYTES,
     PLAN_WORKFLOW_NAME,
     failure_message,
+    json_payload,
 )
+from durable_plan.temporal.patch_level import conversation_patched
 from durable_plan.temporal.payload_limits import workers_store_payloads
+from durable_plan.temporal.plan_status import start_attributes
 from durable_plan.temporal.recovery import Salvage, recover
 from durable_plan.temporal.result_form import plan_result_of
+from durable_plan.temporal.status_attribute import workers_see_plan_status
 from durable_plan.temporal.subscribe import PLANS_TOPIC
 from durable_plan.temporal.ui_summary import plan_metadata
 from durable_plan.tools.registry import ToolRegistry
@@ -43,7 +48,8 @@ if TYPE_CHECKING:
     from durable_plan.strands.plugin import WorkflowPlanPlugin
 
 RECOVER_LEDGER_PATCH = "recover-ledger"
-"""Conversations that read back an ended plan's ledger (earlier ones did not)."""
+"""Conversations that read back an ended plan's ledger (earlier ones did not); asked as the
+conversation's one marker (``patch_level.conversation_patched``)."""
 CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
 """A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
 
@@ -88,7 +94,7 @@ async def run_child(
     desk: RelayDesk | None = None
     legacy: LegacyHookRelay | None = None
     gated = frozenset(n for n, o in tools.items() if o.requires_approval)
-    if not workflow.patched(RELAY_V2_PATCH):
+    if not conversation_patched():  # RELAY_V2_PATCH, in the conversation's one marker
         # A conversation recorded by 0.1.0: its history speaks that relay (legacy_relay).
         if hooks is not None and hooks.any_callback:
             legacy = legacy_relay()
@@ -104,6 +110,11 @@ async def run_child(
     if recall is not None:
         limits["memory"] = recall.to_wire()
     limits["payloads_stored"] = workers_store_payloads()
+    # What this process's plan workers found at start (workflow code cannot ask the server),
+    # recorded in the child's input: a replay of either reads it, never asks again.
+    limits.setdefault(
+        "plan_status_attribute", workers_see_plan_status(parent.namespace, parent.task_queue)
+    )
     request = checked_input(
         checked,
         tools,
@@ -117,12 +128,13 @@ async def run_child(
     summary, details = plan_metadata(checked, request.ui_metadata)
     handle = await workflow.start_child_workflow(
         PLAN_WORKFLOW_NAME,
-        request.to_wire(),
+        RawValue(json_payload(request.to_wire())),  # in the plan's own key order
         id=child_id,
         task_queue=task_queue,
         result_type=dict,
         static_summary=summary,
         static_details=details,
+        search_attributes=start_attributes() if request.plan_status_attribute else None,
     )
     if plugin.plan_stream is not None:  # workflow code: a replay announces it again, alike
         plugin.plan_stream.topic(PLANS_TOPIC).publish({"plan": child_id})
@@ -133,7 +145,7 @@ async def run_child(
         raw = await waiting
     except ChildWorkflowError as exc:
         salvage = None
-        if legacy is None and workflow.patched(RECOVER_LEDGER_PATCH):
+        if legacy is None and conversation_patched():  # RECOVER_LEDGER_PATCH
             salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
         raise PlanFailed(failure_message(exc), salvage) from None
     finally:

@@ -592,7 +592,7 @@ def _check(
 
     # A conversation recorded before the return-shape check replays its plans' checks
     # without it (a plan it ran would be refused now: shapes come from code, not history).
-    checked = check_as_recorded(check, catalog, in_conversation=True)
+    checked = check_as_recorded(check, catalog)
     return checked, used[-1]
 
 

@@ -173,6 +173,9 @@ class AgentStepWorkflow(ApprovalHandlers):
             ],
             system_prompt=system_prompt(request.system_prompt),
             callback_handler=None,
+            # Each invoke_model row of the web UI says whose call it is (the type alone
+            # does not); static, the SDK offers no per-call summary.
+            summary=f"agent step {request.step_id}: model call",
             start_to_close_timeout=timedelta(seconds=MODEL_TIMEOUT_S),
             # The model activity heartbeats while it streams: a lost worker is noticed
             # after this, not after the whole start-to-close timeout.

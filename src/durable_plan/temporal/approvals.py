@@ -3,13 +3,15 @@
 A decision is taken only for a step that is awaiting approval now, when its
 arguments are bound and shown in ``progress``; a signal that arrives early (or
 names the wrong step, or carries the digest of other arguments) is refused,
-recorded where ``progress`` shows it, and ignored. Pure bookkeeping, no
-Temporal calls, so the workflow's handlers stay one line each.
+recorded where ``progress`` shows it, and ignored. Bookkeeping, so the workflow's
+handlers stay one line each; its one Temporal call is the web UI's current details,
+which name every call awaiting a person while any does (``plan_status``): a wait for a
+person never looks idle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from temporalio import workflow
@@ -18,6 +20,7 @@ from durable_plan.language.digest import args_digest
 from durable_plan.language.limits import truncate_text
 from durable_plan.run.events import SILENT, Emitter
 from durable_plan.temporal.messages import ApprovalDecision
+from durable_plan.temporal.plan_status import awaiting_details
 
 MAX_REFUSALS_KEPT = 5
 """Per step: decisions are sent by people and programs, and may be repeated."""
@@ -25,25 +28,62 @@ MAX_IDS_WITH_REFUSALS = 20
 
 
 class ApprovalDesk:
-    def __init__(self, step_ids: Iterable[str] | None, events: Emitter = SILENT) -> None:
+    def __init__(
+        self,
+        step_ids: Iterable[str] | None,
+        events: Emitter = SILENT,
+        on_waiting: Callable[[bool], None] | None = None,
+    ) -> None:
         """``step_ids``: the ids refusals are recorded for (None: any, at most
         ``MAX_IDS_WITH_REFUSALS`` of them); ``events``: where a call awaiting a person
-        and the decision are announced (plan steps, items and agent tool calls alike)."""
+        and the decision are announced (plan steps, items and agent tool calls alike);
+        ``on_waiting``: told when the first call starts waiting (True) and the last one
+        stops (False), as the plan's status attribute is (``plan_status``)."""
         self.events = events
+        self.on_waiting = on_waiting
         self._known = frozenset(step_ids) if step_ids is not None else None
         self._awaiting: dict[str, dict[str, Any]] = {}
+        self._tools: dict[str, str | None] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
         self._refused: dict[str, list[str]] = {}
+        self._details_before: str | None = None
 
-    def open(self, step_id: str, args: dict[str, Any]) -> None:
+    def open(self, step_id: str, args: dict[str, Any], tool: str | None = None) -> None:
         """The step waits for a person, who will see (and may bind to) these arguments."""
+        first = not self._awaiting
         self._awaiting[step_id] = args
+        self._tools[step_id] = tool
         self.events.emit(
             "awaiting_approval", step=step_id, detail={"args_digest": args_digest(args)}
         )
+        if first:
+            self._details_before = workflow.get_current_details()
+            if self.on_waiting is not None:
+                self.on_waiting(True)
+        self._show()
 
     def close(self, step_id: str) -> None:
-        self._awaiting.pop(step_id, None)
+        if self._awaiting.pop(step_id, None) is None:
+            return
+        self._tools.pop(step_id, None)
+        if self._awaiting:
+            self._show()
+            return
+        # The wait is over: the workflow's details are what they were before it.
+        workflow.set_current_details(self._details_before or "")
+        self._details_before = None
+        if self.on_waiting is not None:
+            self.on_waiting(False)
+
+    def _show(self) -> None:
+        """The web UI's current details name every call awaiting a person (its tool, its
+        arguments' digest, the command that answers it): a wait never looks idle."""
+        info = workflow.info()
+        calls = [
+            (call_id, self._tools.get(call_id), args_digest(args))
+            for call_id, args in self._awaiting.items()
+        ]
+        workflow.set_current_details(awaiting_details(calls, info.workflow_id, info.namespace))
 
     def is_awaiting(self, step_id: str) -> bool:
         return step_id in self._awaiting
@@ -106,11 +146,14 @@ class ApprovalDesk:
         return extra
 
 
-async def await_decision(desk: ApprovalDesk, call_id: str, args: dict[str, Any]) -> str | None:
-    """Pause until a person decides on ``call_id`` (its arguments shown in ``progress``);
-    None means approved, else the rejection text. Workflow code: the one wait for a person,
-    for plan steps, map items and tool calls inside agent steps alike."""
-    desk.open(call_id, args)
+async def await_decision(
+    desk: ApprovalDesk, call_id: str, args: dict[str, Any], tool: str | None = None
+) -> str | None:
+    """Pause until a person decides on ``call_id`` (its arguments shown in ``progress``,
+    the call and its ``tool`` in the workflow's current details); None means approved,
+    else the rejection text. Workflow code: the one wait for a person, for plan steps, map
+    items and tool calls inside agent steps alike."""
+    desk.open(call_id, args, tool)
     try:
         await workflow.wait_condition(lambda: desk.decision(call_id) is not None)
     finally:

@@ -26,6 +26,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import RawValue, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
@@ -41,11 +42,14 @@ from durable_plan.temporal.messages import (
     ApprovalDecision,
     PlanInput,
     failure_message,
+    json_payload,
 )
 from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.temporal.payload_limits import client_stores_payloads
+from durable_plan.temporal.plan_status import PLAN_STATUS, start_attributes
 from durable_plan.temporal.pollers import worker_seen
 from durable_plan.temporal.result_form import plan_result_of
+from durable_plan.temporal.status_attribute import client_sees_plan_status
 from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
 from durable_plan.temporal.ui_summary import (
     DEFAULT_UI_METADATA,
@@ -358,6 +362,10 @@ async def start_plan(
     each step's activity too (each is history the plan carries: ``ui_summary``).
     """
     extra.setdefault("payloads_stored", client_stores_payloads(client))
+    if "plan_status_attribute" not in extra:
+        # Only where the namespace has it: an upsert of an attribute it lacks fails the
+        # plan's workflow task forever (``plan_status``).
+        extra["plan_status_attribute"] = await client_sees_plan_status(client)
     checked, request = _prepare(
         plan,
         registry,
@@ -379,9 +387,13 @@ async def start_plan(
         **({"static_details": details} if details is not None else {}),
         **dict(start_options or {}),
     }
+    if request.plan_status_attribute:
+        options["search_attributes"] = _with_status(options.get("search_attributes"))
     start = client.start_workflow(
         PLAN_WORKFLOW_NAME,
-        request.to_wire(),
+        # JSON text in the plan's own key order: the SDK's default converter would sort
+        # every object's keys, a literal argument's too (a tool, and the model, see them).
+        RawValue(json_payload(request.to_wire())),
         id=workflow_id or f"plan-{uuid.uuid4()}",
         task_queue=task_queue,
         **options,
@@ -394,6 +406,18 @@ async def start_plan(
     for line in missing:
         warnings.warn(NoWorkerWarning(line), stacklevel=2)
     return PlanHandle(handle)
+
+
+def _with_status(given: Any) -> Any:
+    """The caller's search attributes and ``PlanStatus=running`` (unless they set it, or
+    gave the untyped form, which does not mix with the typed one)."""
+    if given is None:
+        return start_attributes()
+    if isinstance(given, TypedSearchAttributes):
+        if any(pair.key.name == PLAN_STATUS.name for pair in given):
+            return given
+        return TypedSearchAttributes([*given, *start_attributes()])
+    return given
 
 
 async def run_plan(

@@ -5,9 +5,10 @@ upgraded. Its history holds that protocol's commands: the relay was on for every
 (Strands' own callbacks counted as hooks), the agent's workflow answered in an async
 signal handler, found the plan by parsing the asker's workflow id, and each asker waited
 with a 5-minute timer. A replay must issue exactly those commands again, so the two sides
-keep them here, chosen per workflow run: the agent's workflow by
-``workflow.patched(RELAY_V2_PATCH)`` at its first plan, a plan (and its agent steps) by
-the absence of ``hook_key`` in its input. New runs never take this path.
+keep them here, chosen per workflow run: the agent's workflow by the conversation's one
+marker (``patch_level.conversation_patched``, once ``RELAY_V2_PATCH``) at its first plan, a
+plan (and its agent steps) by the absence of ``hook_key`` in its input. New runs never take
+this path.
 """
 
 from __future__ import annotations

@@ -34,11 +34,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.messages import COMPACT_FORMS_LEVEL, SENDER_CHECKED_LEVEL
 
 __all__ = [
+    "CONVERSATION_PATCH",
     "CURRENT_PATCH_LEVEL",
     "MODEL_INPUT_PATCH",
     "OWNER_RULES_PATCH",
     "PATCH_NUMBERS",
     "STORE_PER_RUN_PATCH",
+    "conversation_patched",
     "in_effect",
 ]
 
@@ -79,3 +81,24 @@ def in_effect(patch_id: str, level: int) -> bool:
             workflow.patched(patch_id)
         return True
     return workflow.patched(patch_id)
+
+
+CONVERSATION_PATCH = "conversation-after-0.1.0"
+"""One marker for everything a conversation (the workflow a ``TemporalAgent`` with the plan
+tool runs in, which is the user's own: no input of ours says what its client knew) does
+differently from 0.1.0: plans one at a time (``plans-one-at-a-time``), the raised cap on an
+agent step's rounds (``agent-rounds-32``), the hook relay v2 (``hook-relay-v2``), reading
+back an ended plan's ledger (``recover-ledger``) and the demo's stream close. Each was a
+``workflow.patched`` of its own: three to five ``core_patch`` rows per conversation in the
+web UI, and ~260 bytes of history each. No release was published between them, so a
+history either predates them all (0.1.0's: no marker, every old path, as the corpus in
+``tests/histories`` replays) or has them all. (``return-shapes`` stays a marker of its own,
+asked only when a tool's shape refuses a plan: shapes come from the tools' code, which may
+declare one after a conversation ran.)"""
+
+
+def conversation_patched() -> bool:
+    """Does this conversation run past 0.1.0's ways (one marker, recorded at the first ask)?
+    A 0.1.0 conversation replayed or resumed here keeps every old way: the first ask in its
+    replay answers False, and the SDK keeps that answer for the run."""
+    return workflow.patched(CONVERSATION_PATCH)

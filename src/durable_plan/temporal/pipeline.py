@@ -1,12 +1,14 @@
 """The stages every durable tool call passes, in one order, written once.
 
-A plan step, a map or reduce item and a tool call inside an agent step all go through
-``through_stages``: the agent's before-hooks (they may cancel the call or rewrite its
-arguments), a person's approval when the owner gated the tool, admission (the workflow
-task's byte budget, the history guard, the pending-activity limit), the activity under
-the owner's ``CallPolicy`` (``step_activities.call_activity``), then the after-hooks (they
-may rewrite the result). In-process the same order holds (``local.hooked``; approvals
-there are the plugin's interrupt). Workflow code.
+A plan step, a map or reduce item, a tool call inside an agent step and a call the model
+makes directly in a conversation (``direct_calls``) all go through ``Stages.run``: the
+agent's before-hooks (they may cancel the call or rewrite its arguments; a direct call's
+run in Strands itself, around this), a person's approval when the owner gated the tool,
+admission (the workflow task's byte budget, the history guard, the pending-activity limit),
+the activity under the owner's ``CallPolicy`` (``step_activities.call_activity``), then the
+after-hooks (they may rewrite the result). In-process the same order holds
+(``local.hooked``; a gated tool is refused in a plan there, and a direct call of it is the
+agent's interrupt, ``tools.approval.ask_in_process``). Workflow code.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class Stages:
         if options.requires_approval:
             if not wanted():
                 return None
-            rejected = await await_decision(self.desk, call_id, args)
+            rejected = await await_decision(self.desk, call_id, args, tool)
             if rejected is not None:
                 return False, rejected, 0.0, 0
         verdict = await self.admission.enter(

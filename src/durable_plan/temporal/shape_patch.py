@@ -27,7 +27,12 @@ def check_as_recorded(
 ) -> CheckedPlan:
     """``check(catalog)``, or, where the history predates the shape check and only it
     refused the plan, ``check`` without shapes (``patch_level``: the run's input's, which
-    may say the shape check is in effect without a marker)."""
+    may say the shape check is in effect without a marker).
+
+    A conversation asks this patch on its own, not as its one marker
+    (``patch_level.conversation_patched``): the shapes come from the tools' code, which
+    may declare one after a conversation ran, so the marker is asked only when a shape
+    refuses a plan, never at a conversation's start."""
     try:
         return check(catalog)
     except PlanRejected as exc:

@@ -59,6 +59,10 @@ def plan_worker(
     (``FileResultStore(dir)``, ``S3ResultStore(bucket, prefix)``); default: the store
     ``$DURABLE_PLAN_STORE`` names, else a directory in the temp dir. Every worker of a
     task queue needs the same store.
+
+    Before it polls, the worker asks whether its namespace has the ``PlanStatus`` search
+    attribute (``status_attribute.PlanStatusCheck``): plans a conversation on this queue
+    starts keep it up to date only then.
     """
     client, store = _client_and_store(client, encryption, result_store)
     options: dict[str, Any] = {

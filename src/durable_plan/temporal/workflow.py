@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import (
     ApplicationError,
     ChildWorkflowError,
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         SENDER_CHECKED_LEVEL,
         PlanInput,
         failure_message,
+        json_payload,
         patch_level_of,
     )
     from durable_plan.temporal.outcomes import (
@@ -71,6 +73,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_plan.temporal.patch_level import OWNER_RULES_PATCH, in_effect
     from durable_plan.temporal.pipeline import Stages
+    from durable_plan.temporal.plan_status import (
+        PlanStatus,
+        StatusBoard,
+        outcome_details,
+        outcome_status,
+    )
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.shape_patch import check_as_recorded
     from durable_plan.temporal.step_activities import StepActivities, fairness_key
@@ -93,18 +101,24 @@ class PlanWorkflow(ApprovalHandlers):
         self._stream = PlanEventStream()  # its handlers exist from the first task on
         self._events: Emitter = SILENT
         self._telemetry: TelemetrySink | None = None
+        self._board: StatusBoard | None = None  # the web UI's status and details
 
     @workflow.run
-    async def run(self, raw: Any) -> dict[str, Any]:
+    async def run(self, raw: Any) -> Any:
+        """The plan's result (``outcomes.bounded_payload``) as JSON text in its own key order
+        (``json_payload``): the SDK's default converter would sort every object's keys, and
+        the model reads the result's text (the returned values, a map's
+        ``{"count", "results", ...}``) as the in-process runner gives it."""
         # Plans started before the owner's rules were enforced replay as they ran.
         self._owner_rules = in_effect(OWNER_RULES_PATCH, patch_level_of(raw))
         request: PlanInput | None = None
         try:
             request = PlanInput.from_wire(raw)
+            self._board = StatusBoard(request.plan_status_attribute)
             self._events, self._telemetry = workflow_emitter(
                 workflow.info().workflow_id, self._stream if request.stream_events else None
             )
-            return await self._execute(self._check(request), request)
+            return RawValue(json_payload(await self._execute(self._check(request), request)))
         except PlanRejected as exc:
             details = [str(p) for p in exc.problems]
             self._ended("rejected", str(exc))
@@ -206,7 +220,11 @@ class PlanWorkflow(ApprovalHandlers):
             reads_references=_reads_references(request),
             events=self._events,
         )
-        self.desk = ApprovalDesk(checked.steps, self._events)
+        self.desk = ApprovalDesk(
+            checked.steps,
+            self._events,
+            self._board.waiting if self._board is not None else None,
+        )
         route = _hook_route(request)
         self._admission = Admission(
             max_task_bytes=request.max_task_bytes,
@@ -243,12 +261,18 @@ class PlanWorkflow(ApprovalHandlers):
                 chain=calls.store_chain(),
             )
         payload = bounded_payload(run, request, resolved)
+        if self._board is not None:
+            result = run.result()
+            self._board.ended(outcome_status(result), outcome_details(result))
         run.finish()  # plan_finished, now that nothing of the plan is left to do
         return payload
 
-    def _ended(self, status: str, error: str) -> None:
+    def _ended(self, status: PlanStatus, error: str) -> None:
         """A plan that ends as a whole (rejected, failed, cancelled) says so to its
-        subscribers, once (a plan that ran to its result said so in ``PlanRun.finish``)."""
+        subscribers, once (a plan that ran to its result said so in ``PlanRun.finish``),
+        and in the web UI: its status attribute and current details."""
+        if self._board is not None:
+            self._board.ended(status, f"**Plan {status}** as a whole: {error}")
         if self._run is None:
             self._events.emit("plan_finished", status=status, error=error)
         else:
@@ -386,7 +410,7 @@ class PlanWorkflow(ApprovalHandlers):
         try:
             result = await workflow.execute_child_workflow(
                 AGENT_STEP_WORKFLOW_NAME,
-                wire,
+                RawValue(json_payload(wire)),  # the prompt's schema in its own key order
                 id=child_workflow_id(me.workflow_id, "agent", call.step_id),
                 task_queue=request.task_queue or me.task_queue,
                 result_type=dict,

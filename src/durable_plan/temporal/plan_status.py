@@ -1,0 +1,194 @@
+"""What the Temporal web UI shows of a plan that is not simply running: its status and details.
+
+A plan workflow whose step failed returns its ``PlanResult`` normally, so Temporal shows
+it COMPLETED, green, whatever the result says; a plan waiting for a person shows "No
+Current Details" and looks idle. Two things fix that, both where operators look:
+
+- the ``PlanStatus`` search attribute (Keyword): ``running``, ``awaiting_approval``, then
+  one of ``ok``, ``failed`` (a step failed, or an ``exit`` step with status error),
+  ``exited`` (an ``exit`` step with status success ended it early), ``rejected`` (the
+  workflow refused the plan) or ``cancelled``. The workflow list shows it as a column and
+  filters on it (``PlanStatus="failed"``). The plan keeps returning its ``PlanResult``
+  (callers and the in-process runner's parity are unchanged): the status says what the
+  result says, in the list.
+- the workflow's current details (``workflow.set_current_details``, Markdown, read back by
+  the built-in ``__temporal_workflow_metadata`` query): every call awaiting a person, with
+  its tool, arguments' digest and the command that answers it (``approvals``), then the
+  plan's outcome (the failed steps and their errors) once it ends. Nothing of it is in the
+  history: it is asked of the worker, so it costs nothing per plan.
+
+Upserting a search attribute the namespace has not registered fails the workflow task, and
+Temporal retries it forever (``BadSearchAttributes``): a plan stuck, not ended. So a plan
+upserts it only when its input says so (``PlanInput.plan_status_attribute``), decided by
+whoever starts it from what the namespace has registered (``status_attribute``): the
+decision is recorded in the input, and a replay reads the same. Our dev servers always
+register it (``server.devserver``); on another server, register it once with
+``REGISTER_COMMAND``.
+
+The summary (``static_summary``) is fixed when the workflow starts, so it keeps saying what
+the plan is (its steps by level); what it is doing now is in the details. Workflow code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+__all__ = [
+    "PLAN_STATUS",
+    "PLAN_STATUS_ATTRIBUTE",
+    "REGISTER_COMMAND",
+    "PlanStatus",
+    "StatusBoard",
+    "awaiting_details",
+    "note_rejection",
+    "outcome_details",
+    "outcome_status",
+    "start_attributes",
+]
+
+PLAN_STATUS_ATTRIBUTE: Final = "PlanStatus"
+PLAN_STATUS = SearchAttributeKey.for_keyword(PLAN_STATUS_ATTRIBUTE)
+REGISTER_COMMAND: Final = (
+    "temporal operator search-attribute create --name PlanStatus --type Keyword"
+)
+"""Registers the attribute on a server of your own (our dev servers do it at start)."""
+
+PlanStatus = Literal[
+    "running", "awaiting_approval", "ok", "failed", "exited", "rejected", "cancelled"
+]
+
+MAX_CALLS_SHOWN = 10
+"""Calls awaiting a person listed in the details (the rest are counted)."""
+MAX_FAILURES_SHOWN = 5
+MAX_ERROR_CHARS = 300
+MAX_REJECTION_PROBLEMS = 8
+MAX_REJECTION_BYTES = 2048
+"""A rejection's record in the conversation's history: what a person needs to see why,
+not the whole text the model got (that is in the next model call's input)."""
+REJECTED_MEMO_KEY: Final = "rejected_plan"
+MAX_DETAILS_CHARS = 4000
+"""Details are answered by the worker, not kept in history: bounded all the same (a
+rejection lists every problem)."""
+
+
+def start_attributes() -> TypedSearchAttributes:
+    """``search_attributes=`` of a plan started with the attribute on: ``running`` from its
+    start event on, at no cost of an event of its own."""
+    return TypedSearchAttributes([SearchAttributePair(PLAN_STATUS, "running")])
+
+
+def _cut(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _code(text: str) -> str:
+    """Inline code in Markdown: backticks inside would end it early."""
+    return "`" + text.replace("`", "'") + "`"
+
+
+def awaiting_details(
+    calls: Sequence[tuple[str, str | None, str]], workflow_id: str, namespace: str
+) -> str:
+    """Markdown naming every call awaiting a person: its id, tool, arguments' digest and
+    the command that approves it (``calls``: id, tool, digest)."""
+    lines = [f"**Awaiting approval**: {len(calls)} call{'s' * (len(calls) != 1)}", ""]
+    namespace_flag = f" --namespace {namespace}" if namespace != "default" else ""
+    for call_id, tool, digest in calls[:MAX_CALLS_SHOWN]:
+        tool_text = f" · tool {_code(tool)}" if tool else ""
+        command = f"durable-plan approve {workflow_id} {call_id} --digest {digest}{namespace_flag}"
+        lines.append(f"- step {_code(call_id)}{tool_text} · digest {_code(digest)}  ")
+        lines.append(f"  approve: {_code(command)}")
+    if len(calls) > MAX_CALLS_SHOWN:
+        lines.append(f"- … and {len(calls) - MAX_CALLS_SHOWN} more (`durable-plan show`)")
+    lines += [
+        "",
+        "Reject with `--reject --reason TEXT`; add `--address HOST:PORT` for a server other "
+        "than 127.0.0.1:7233. `durable-plan show` lists the arguments.",
+    ]
+    return "\n".join(lines)
+
+
+def outcome_status(result: Any) -> PlanStatus:
+    """The status of a plan that ran to its ``PlanResult``."""
+    exited = result.exited
+    if exited is not None and exited.get("status") == "success" and not result.failures:
+        return "exited"
+    return "ok" if result.ok else "failed"
+
+
+def outcome_details(result: Any) -> str:
+    """Markdown: how the plan ended (``PlanResult``), the failed steps first."""
+    status = outcome_status(result)
+    counts: dict[str, int] = {}
+    for line in result.ledger:
+        counts[line.status] = counts.get(line.status, 0) + 1
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no steps"
+    lines = [f"**Plan {status}**: {tally}", ""]  # a blank line: Markdown's list follows
+    exited = result.exited
+    if exited is not None:
+        message = _cut(str(exited.get("message") or ""))
+        lines.append(
+            f"- exit step {_code(str(exited.get('step')))} "
+            f"(status {exited.get('status')}){': ' + message if message else ''}"
+        )
+    failures = result.failures
+    for line in failures[:MAX_FAILURES_SHOWN]:
+        lines.append(
+            f"- step {_code(line.id)} · tool {_code(line.tool)} failed: "
+            f"{_cut(line.error or 'no error text')}"
+        )
+    if len(failures) > MAX_FAILURES_SHOWN:
+        lines.append(f"- … and {len(failures) - MAX_FAILURES_SHOWN} more failed steps")
+    if status == "ok" and result.returned:
+        lines.append(f"- returned {_cut(', '.join(result.returned), 200)}")
+    return "\n".join(lines).rstrip()
+
+
+class StatusBoard:
+    """One plan workflow's status attribute and current details, changed only when they
+    change (an upsert is an event in the plan's history)."""
+
+    def __init__(self, upsert: bool) -> None:
+        self.upsert = upsert
+        self._status: str | None = None
+        if upsert:
+            self._status = workflow.info().typed_search_attributes.get(PLAN_STATUS)
+            if self._status is None:  # an input that asked for it, started without it
+                self.show("running")
+
+    def show(self, status: PlanStatus) -> None:
+        if self.upsert and status != self._status:
+            self._status = status
+            workflow.upsert_search_attributes([PLAN_STATUS.value_set(status)])
+
+    def waiting(self, waiting: bool) -> None:
+        """The approval desk's calls awaiting a person: some (True) or none (False)."""
+        if self._status in (None, "running", "awaiting_approval"):
+            self.show("awaiting_approval" if waiting else "running")
+
+    def ended(self, status: PlanStatus, details: str) -> None:
+        self.show(status)
+        if len(details) > MAX_DETAILS_CHARS:
+            details = details[: MAX_DETAILS_CHARS - 1] + "…"
+        workflow.set_current_details(details)
+
+
+def note_rejection(call_id: str, problems: Sequence[str]) -> None:
+    """A plan the conversation refused before it ran (no child workflow, one more model
+    call) leaves a row in the conversation's history: a memo upsert (one event, no
+    activity, no worker round trip) naming the tool call and its first problems, bounded
+    (``MAX_REJECTION_BYTES``). The memo keeps the latest; the history keeps each."""
+    kept = [_cut(p, MAX_ERROR_CHARS) for p in problems[:MAX_REJECTION_PROBLEMS]]
+    record: dict[str, Any] = {"tool_call": call_id, "problems": kept}
+    if len(problems) > len(kept):
+        record["more_problems"] = len(problems) - len(kept)
+    while kept and len(json.dumps(record)) > MAX_REJECTION_BYTES:
+        kept.pop()
+        record["more_problems"] = len(problems) - len(kept)
+    workflow.upsert_memo({REJECTED_MEMO_KEY: record})
