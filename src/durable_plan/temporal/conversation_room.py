@@ -41,8 +41,10 @@ from typing import Any
 
 from strands.hooks import BeforeModelCallEvent
 from strands.types.tools import ToolResult
+from temporalio import workflow
 
 from durable_plan.run.references import returned_preview, size_text
+from durable_plan.temporal.patch_level import STORAGE_RECORDED, recorded_fact
 from durable_plan.temporal.payload_limits import (
     MAX_MODEL_INPUT_BYTES,
     MODEL_INPUT_COPIES,
@@ -124,8 +126,9 @@ def model_input_bytes(agent: Any) -> int:
 
 def watch_model_calls(agent: Any) -> None:
     """Refuse each model call of ``agent`` that could not be sent (once per agent; later
-    calls do nothing): a ``BeforeModelCallEvent`` hook that, when this process's workers
-    store no payloads, cancels the call with ``model_call_refusal``'s message. Strands then
+    calls do nothing): a ``BeforeModelCallEvent`` hook that, when the run's workers store
+    no payloads (as the run first found it: ``patch_level.recorded_fact``), cancels the call
+    with ``model_call_refusal``'s message. Strands then
     ends the turn with that message as the answer, and the conversation's workflow goes on
     (or ends) as after any turn."""
     hooks = getattr(agent, "hooks", None)
@@ -141,10 +144,17 @@ def watch_model_calls(agent: Any) -> None:
 
 
 def _refuse_oversized(event: BeforeModelCallEvent) -> None:
-    if event.cancel or workers_store_payloads():
-        return  # already refused; or stored outside history: the call goes as a reference
+    if event.cancel:
+        return  # already refused
     refusal = model_call_refusal(event.agent)
-    if refusal is not None:
+    if refusal is None:
+        return
+    # Stored outside history, the call goes as a reference. Whether the workers store is
+    # asked only now, and in workflow code recorded: a replay elsewhere must decide alike.
+    stored = workers_store_payloads()
+    if workflow.in_workflow():
+        stored = recorded_fact(STORAGE_RECORDED, stored)
+    if not stored:
         event.cancel = refusal
 
 

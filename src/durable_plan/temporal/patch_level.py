@@ -39,9 +39,11 @@ __all__ = [
     "MODEL_INPUT_PATCH",
     "OWNER_RULES_PATCH",
     "PATCH_NUMBERS",
+    "STORAGE_RECORDED",
     "STORE_PER_RUN_PATCH",
     "conversation_patched",
     "in_effect",
+    "recorded_fact",
 ]
 
 OWNER_RULES_PATCH = "owner-rules"
@@ -102,3 +104,20 @@ def conversation_patched() -> bool:
     A 0.1.0 conversation replayed or resumed here keeps every old way: the first ask in its
     replay answers False, and the SDK keeps that answer for the run."""
     return workflow.patched(CONVERSATION_PATCH)
+
+
+STORAGE_RECORDED = "payloads-stored"
+"""Recorded when a conversation first needed to know that its workers store payloads
+(External Storage) and they did: a model call over 2 MB then goes as a reference."""
+
+
+def recorded_fact(marker_id: str, fact: bool) -> bool:
+    """A fact about this process's workers, as the run that first asked it found it.
+
+    Workflow code must not decide a command from process state (another worker, or
+    `durable-plan replay`, may see another answer): the first ask of a run records a marker
+    when ``fact`` is true, and every replay reads the marker, never the process. Asked only
+    where the answer matters (so a run that never needs it records nothing)."""
+    if workflow.unsafe.is_replaying():
+        return workflow.patched(marker_id)
+    return workflow.patched(marker_id) if fact else False

@@ -1,0 +1,23 @@
+"""A workflow that decides a command from a recorded fact of its worker's process
+(``patch_level.recorded_fact``), for tests/test_recorded_fact.py. Its own module so the
+workflow sandbox can re-import it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_plan.temporal import payload_limits
+    from durable_plan.temporal.patch_level import STORAGE_RECORDED, recorded_fact
+
+
+@workflow.defn
+class RecordedFactWorkflow:
+    @workflow.run
+    async def run(self) -> bool:
+        stored = recorded_fact(STORAGE_RECORDED, payload_limits.workers_store_payloads())
+        if stored:  # a command only one answer makes: a replay that answered otherwise fails
+            await workflow.sleep(timedelta(milliseconds=1))
+        return stored

@@ -1,0 +1,30 @@
+"""A fact of the worker's process that decides a command (does it store payloads?) is read
+from history on replay, never from the replaying process (review of issue 45, item 6: the
+conversation's model-call guard asked the process, so `durable-plan replay`, whose process
+stores nothing, failed a history recorded with External Storage)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
+
+from durable_plan.temporal import payload_limits
+from tests.recorded_fact_workflows import RecordedFactWorkflow
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+async def test_a_replay_reads_the_fact_the_run_recorded(
+    client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch, recorded: bool
+) -> None:
+    monkeypatch.setattr(payload_limits, "_stored", recorded)
+    async with Worker(client, task_queue=task_queue, workflows=[RecordedFactWorkflow]):
+        handle = await client.start_workflow(
+            RecordedFactWorkflow.run, id=f"fact-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        )
+        assert await handle.result() is recorded
+    history = await handle.fetch_history()
+    monkeypatch.setattr(payload_limits, "_stored", not recorded)  # another process's answer
+    await Replayer(workflows=[RecordedFactWorkflow]).replay_workflow(history)
