@@ -321,3 +321,16 @@ async def test_direct_calls_leave_room_for_the_next_model_call(
     assert len(results) == BLOBS
     assert any("$preview" in json.dumps(result) for result in results), "past its room: a preview"
     assert sum(len(json.dumps(result)) for result in results) < 1_020_000
+
+
+def test_a_direct_calls_id_is_bounded_and_never_issued_twice() -> None:
+    """The model chooses the toolUseId: a long one made an activity id the server refuses
+    (the workflow task failed on every retry), and ``a``, ``a``, ``a/2`` issued ``direct/a/2``
+    twice (one approval entry and one activity id for two calls)."""
+    from durable_plan.temporal.direct_calls import DirectCalls
+
+    calls = DirectCalls()
+    made = [calls.call_id(i) for i in ("a", "a", "a/2", "x" * 5000, "x" * 5000)]
+    assert made[:3] == ["direct/a", "direct/a/2", "direct/a/2/2"]
+    assert len(set(made)) == 5
+    assert all(len(m) <= 140 for m in made), [len(m) for m in made]

@@ -30,6 +30,7 @@ from durable_plan.language.options import ToolOptions
 from durable_plan.temporal.admission import Admission
 from durable_plan.temporal.approvals import ApprovalDesk
 from durable_plan.temporal.hook_relay import HookAsker
+from durable_plan.temporal.ids import bounded_key
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_HISTORY_BYTES,
     DEFAULT_MAX_INTERRUPTIONS,
@@ -67,17 +68,22 @@ class DirectCalls:
             max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
         )
         self.stages = Stages(HookAsker(None, self.admission), self.desk, self.admission)
-        self._ids: dict[str, int] = {}
+        self._ids: set[str] = set()
         self._deciding = False
 
     def call_id(self, tool_use_id: str) -> str:
-        """``direct/<toolUseId>``, what a person names in a decision; a model that reuses an
-        id in one run gets ``/2``, ``/3`` added (the model's ids are recorded, so a replay
-        makes the same)."""
-        base = f"{DIRECT_PREFIX}{tool_use_id}"
-        seen = self._ids.get(base, 0) + 1
-        self._ids[base] = seen
-        return base if seen == 1 else f"{base}/{seen}"
+        """``direct/<toolUseId>``, what a person names in a decision and the activity's id;
+        the model's id is bounded (``ids.bounded_key``: a server-refused activity id would
+        fail the workflow task on every retry), and one the run issued already gets
+        ``/2``, ``/3`` added until it is new (a model that sends ``a``, ``a``, ``a/2`` gets
+        three ids). The model's ids are recorded, so a replay makes the same."""
+        base = f"{DIRECT_PREFIX}{bounded_key(tool_use_id)}"
+        made, n = base, 1
+        while made in self._ids:
+            n += 1
+            made = f"{base}/{n}"
+        self._ids.add(made)
+        return made
 
     def take_decisions(self) -> str | None:
         """Install the decision handlers, on the first call that needs a person; None when

@@ -16,13 +16,30 @@ MAX_WORKFLOW_ID_CHARS = 255
 tokens and search attributes, and a person reads them in the UI."""
 
 
+MAX_KEY_CHARS = 128
+"""A model-chosen key inside an id of ours (a direct call's ``toolUseId``)."""
+
+
 def child_workflow_id(parent_id: str, kind: str, key: str) -> str:
     """``<parent>/<kind>/<key>``, or a bounded form ending in a digest of the full id."""
     full = f"{parent_id}/{kind}/{key}"
     if len(full) <= MAX_WORKFLOW_ID_CHARS:
         return full
-    digest = hashlib.sha256(full.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    digest = _digest(full)
     room = MAX_WORKFLOW_ID_CHARS - len(kind) - len(digest) - 4  # three '/' and one '~'
     parent_part = parent_id[: room // 2]
     key_part = key[: room - len(parent_part)]
     return f"{parent_part}/{kind}/{key_part}~{digest}"
+
+
+def bounded_key(key: str, limit: int = MAX_KEY_CHARS) -> str:
+    """``key``, or its first characters and a digest of the whole (unique, at most
+    ``limit`` characters): for a model-chosen part of an activity id or a call's path."""
+    if len(key) <= limit:
+        return key
+    digest = _digest(key)
+    return f"{key[: limit - len(digest) - 1]}~{digest}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
