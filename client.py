@@ -155,8 +155,10 @@ async def _watch_pickup(handle: WorkflowHandle[Any, Any], unclaimed: Callable[[s
         unclaimed(handle.id)
 
 
-def readable(answer: str) -> str:
+def readable(answer: str | dict[str, Any]) -> str:
     """JSON with every value that fits on one line kept on it, else the text as is."""
+    if isinstance(answer, dict):  # a final plan's returned results
+        return _layout(answer, 0)
     try:
         return _layout(json.loads(answer), 0)
     except ValueError:

@@ -318,7 +318,7 @@ async def test_a_very_long_tool_use_id_gets_a_bounded_child_id(
     agent_client: Client, task_queue: str
 ) -> None:
     output, history, workflow_id = await converse(agent_client, task_queue, "long id")
-    assert json.loads(output.answer)["lookup"]["name"] == "goblin"
+    assert output.answer["lookup"]["name"] == "goblin"
     [child] = [
         e.start_child_workflow_execution_initiated_event_attributes.workflow_id
         for e in history.events

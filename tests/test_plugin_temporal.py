@@ -138,7 +138,7 @@ async def test_final_plan_ends_the_turn_after_one_model_call(
     output, history, handle = await converse(agent_client, task_queue, "final attack")
     assert model_calls(history) == 1
     assert output.model_round_trips == 1 and output.plain_loop_round_trips == 4
-    assert json.loads(output.answer)["damage"] == {"hp_after": 1, "defeated": False}
+    assert output.answer["damage"] == {"hp_after": 1, "defeated": False}
     assert child_ids(history) == [f"{handle.id}/plan/tooluse_0_0"]
     child = agent_client.get_workflow_handle(f"{handle.id}/plan/tooluse_0_0")
     assert (await child.describe()).workflow_type == "PlanWorkflow"
@@ -233,7 +233,7 @@ async def test_gated_step_pauses_then_approved(agent_client: Client, task_queue:
         output = await handle.result()
         history = await handle.fetch_history()
     assert model_calls(history) == 1
-    assert json.loads(output.answer)["damage"] == {"hp_after": 1, "defeated": False}
+    assert output.answer["damage"] == {"hp_after": 1, "defeated": False}
 
 
 async def test_strands_intervention_gates_a_durable_step(
@@ -250,7 +250,7 @@ async def test_strands_intervention_gates_a_durable_step(
         assert lines == {"lookup": "ok", "attack": "ok", "damage": "awaiting_approval"}
         await child.execute_update("decide_step", {"step_id": "damage", "approved": True})
         output = await handle.result()
-    assert json.loads(output.answer)["damage"] == {"hp_after": 1, "defeated": False}
+    assert output.answer["damage"] == {"hp_after": 1, "defeated": False}
 
 
 async def test_gated_step_pauses_then_rejected(agent_client: Client, task_queue: str) -> None:
@@ -347,7 +347,7 @@ async def test_worker_killed_mid_plan_conversation_completes(temporal_target: st
                 proc.kill()
                 await asyncio.wait_for(proc.wait(), 10)
     assert model_calls(history) == 1, "the model was asked again after the crash"
-    assert json.loads(output.answer)["narrate"]["text"].startswith("The ogre staggers")
+    assert output.answer["narrate"]["text"].startswith("The ogre staggers")
     child_result = expand_result(await child.result())  # the full form
     assert {o["status"] for o in child_result["ledger"]} == {"ok"}
 

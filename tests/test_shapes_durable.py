@@ -246,7 +246,7 @@ async def test_the_demos_misspelled_plan_is_refused_and_the_corrected_one_runs(
         )
         output = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
         plan = await client.get_workflow_handle(f"{workflow_id}/plan/tooluse_1_0").fetch_history()
-    assert json.loads(output.answer)["damage"] == {"hp_after": 7, "defeated": False}
+    assert output.answer["damage"] == {"hp_after": 7, "defeated": False}
     assert output.plans_rejected == 1
     assert (output.plans, output.steps_run, output.steps_reused) == (1, 3, 0)
     assert output.model_round_trips == 2 and output.plain_loop_round_trips == 4

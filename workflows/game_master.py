@@ -8,6 +8,7 @@ again, completed steps do not run again.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -59,7 +60,9 @@ class GameMasterInput:
 
 @dataclass
 class GameMasterOutput:
-    answer: str
+    answer: str | dict[str, Any]
+    """The agent's words, or, when a final plan ended the turn, its returned results as the
+    object they are (the web UI shows it as an object, not JSON inside a string)."""
     model_round_trips: int
     plain_loop_round_trips: int
     stop_reason: str
@@ -137,7 +140,7 @@ class GameMasterWorkflow:
             for r in plugin.results
         )
         return GameMasterOutput(
-            answer=str(result).strip(),
+            answer=_answer(str(result).strip()),
             model_round_trips=result.metrics.cycle_count,
             plain_loop_round_trips=depth + 1 if plugin.results else result.metrics.cycle_count,
             stop_reason=str(result.stop_reason),
@@ -176,3 +179,15 @@ def _plans_usage(results: Any) -> dict[str, int] | None:
     for plan in results:
         total = add_usage(total, plan.usage)
     return total
+
+
+def _answer(text: str) -> str | dict[str, Any]:
+    """A final plan's answer is its returned results as JSON text: kept as the object."""
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(value, dict):
+            return value
+    return text
