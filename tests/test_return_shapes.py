@@ -1409,3 +1409,14 @@ async def test_a_function_tools_result_is_what_its_annotation_declares(
 def test_a_strands_tool_annotated_text_has_no_shape_from_it() -> None:
     tools = ToolRegistry([_json_text])
     assert tools.get("_json_text").options.output_schema is None
+
+
+def test_an_unresolvable_forward_reference_gives_no_shape_not_a_crash() -> None:
+    """Registering the tool raised NameError (the shadow of a typing.TypedDict resolved its
+    hints); it registered with an open shape before: it must register, saying nothing."""
+    from durable_plan.tools.registry import ToolRegistry
+    from tests.shape_forward_refs import get_row
+
+    registry = ToolRegistry()
+    registry.add(get_row)
+    assert "get_row" in registry.catalog().plannable

@@ -182,8 +182,8 @@ def _shadow(annotation: Any) -> Any:
     that contains itself is left as it is (pydantic refuses it: no shape)."""
     try:
         return _Shadow().of(annotation, 0)
-    except (_NoShadow, RecursionError, TypeError):
-        return annotation
+    except Exception:  # a forward reference that does not resolve (NameError), and the like:
+        return annotation  # pydantic then says nothing of it; no shape, never a crash
 
 
 class _Shadow:
