@@ -864,3 +864,22 @@ async def test_in_process_and_worker_limits_of_a_queue_are_one_merge(
     assert result.ok, result
     assert at_once.most == 2
     assert _limiters_of(task_queue) == [worker_limits]
+
+
+def test_in_process_limiters_of_closed_event_loops_are_let_go() -> None:
+    """A semaphore that made a call wait holds its event loop strongly, so the per-loop
+    table kept one entry per ``asyncio.run`` for good."""
+    import asyncio
+
+    from durable_plan.tools import limits
+
+    async def contend() -> None:
+        async def one() -> None:
+            async with limits.call_slot("leak-q", {"max_concurrent_activities": 1}):
+                await asyncio.sleep(0)
+
+        await asyncio.gather(one(), one())
+
+    for _ in range(5):
+        asyncio.run(contend())
+    assert sum(1 for loop in list(limits._LIMITERS) if loop.is_closed()) <= 1

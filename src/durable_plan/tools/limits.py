@@ -77,7 +77,13 @@ def queue_limiter(task_queue: str, limits: Mapping[str, Any]) -> QueueLimiter | 
     the queue has none)."""
     if not limits:
         return None
-    per_queue = _LIMITERS.setdefault(asyncio.get_running_loop(), {})
+    loop = asyncio.get_running_loop()
+    if loop not in _LIMITERS:
+        # A semaphore that made a caller wait holds its loop: the weak key alone never
+        # lets a closed loop go (one per asyncio.run). Closed loops are dropped here.
+        for closed in [known for known in _LIMITERS if known.is_closed()]:
+            del _LIMITERS[closed]
+    per_queue = _LIMITERS.setdefault(loop, {})
     key = (task_queue, tuple(sorted(limits.items())))
     limiter = per_queue.get(key)
     if limiter is None:
