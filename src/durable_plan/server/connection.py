@@ -393,16 +393,21 @@ def run_until_signalled(main: Coroutine[Any, Any, _T]) -> _T:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        installed = []
+        previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGHUP):
+            before = signal.getsignal(signum)
+            if before is signal.SIG_IGN:
+                continue  # ignored on purpose (`nohup`): it stays ignored
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, _cancel_on, task, signum, received)
-                installed.append(signum)
+                previous[signum] = before
         try:
             return await main
         finally:
-            for signum in installed:
-                loop.remove_signal_handler(signum)
+            for number, handler in previous.items():
+                loop.remove_signal_handler(number)
+                with contextlib.suppress(TypeError, ValueError):  # None: set outside Python
+                    signal.signal(number, handler)  # as the caller had it
 
     try:
         return asyncio.run(guarded())
