@@ -151,3 +151,27 @@ async def test_no_worker_is_said_in_words_once(temporal_target: str, task_queue:
     assert seen.count("no worker polls") == 1, seen
     assert "Warning" not in seen and ".py:" not in seen, seen
     assert f"durable-plan worker --tools examples.plan_tools --task-queue {task_queue}" in seen
+
+
+def test_a_forked_child_does_not_hold_the_lifeline() -> None:
+    """A tool that forks (multiprocessing's fork) kept the watcher's pipe open in its child:
+    killed, we would have left the server to live as long as that child."""
+    from durable_plan.server import devserver
+
+    with devserver.DevServer(headless=True) as server:
+        assert server.running
+        ends = list(devserver._LIFELINE_ENDS.values())
+        assert ends, "a watcher for the server"
+        pid = os.fork()
+        if pid == 0:  # the child: every write end is closed
+            still_open = 0
+            for end in ends:
+                try:
+                    os.fstat(end)
+                    still_open += 1
+                except OSError:
+                    pass
+            os._exit(still_open)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    assert not devserver._LIFELINE_ENDS, "stopped: its watcher is gone too"

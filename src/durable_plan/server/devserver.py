@@ -223,6 +223,18 @@ def _lifeline(pid: int) -> subprocess.Popen[bytes] | None:
 _LIFELINE_ENDS: dict[int, int] = {}
 
 
+def _close_lifeline_ends() -> None:
+    """In a forked child (a tool using multiprocessing's fork): the write ends are ours, not
+    its; held there, they would keep a watcher waiting after we are gone."""
+    for end in _LIFELINE_ENDS.values():
+        with contextlib.suppress(OSError):
+            os.close(end)
+    _LIFELINE_ENDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_lifeline_ends)
+
+
 class DevServer:
     """`temporal server start-dev` on 127.0.0.1, stopped by its own pid.
 
@@ -293,7 +305,10 @@ class DevServer:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        alive = self._proc is not None and self._proc.poll() is None
+        if not alive and self._proc is not None:
+            self._end_lifeline()  # reaped just now: its pid may be reused
+        return alive
 
     def command(self) -> list[str]:
         cmd = [str(self.binary), "server", "start-dev", "--ip", HOST, "--port", str(self.port)]
@@ -409,12 +424,6 @@ class DevServer:
         we stopped, however it ended (a slow shutdown gets SIGKILL), leaves nothing behind.
         """
         atexit.unregister(self.stop)
-        if self._lifeline is not None:
-            self._lifeline.kill()  # we stop the server ourselves: the watcher has nothing to do
-            self._lifeline.wait()
-            with contextlib.suppress(KeyError, OSError):
-                os.close(_LIFELINE_ENDS.pop(self._lifeline.pid))
-            self._lifeline = None
         proc = self._proc
         stopped_here = False
         if proc is not None and proc.poll() is None:
@@ -425,10 +434,23 @@ class DevServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        # Only now, with the server gone: killed while we waited, the watcher still stops it.
+        self._end_lifeline()
         ended_well = proc is not None and (stopped_here or proc.returncode in (0, -15))
         clean = ended_well and not self._keep_log
         if self._log_dir is not None and clean:
             shutil.rmtree(self._log_dir, ignore_errors=True)
+
+    def _end_lifeline(self) -> None:
+        """The server is gone (stopped here, or it ended and was reaped): its watcher goes
+        too, before its pid can be another process's."""
+        if self._lifeline is None:
+            return
+        self._lifeline.kill()
+        self._lifeline.wait()
+        with contextlib.suppress(KeyError, OSError):
+            os.close(_LIFELINE_ENDS.pop(self._lifeline.pid))
+        self._lifeline = None
 
     async def connect(self, **kwargs: Any) -> Client:
         kwargs.setdefault("namespace", self.namespace)
