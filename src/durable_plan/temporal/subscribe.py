@@ -88,8 +88,13 @@ async def stream_items(
     read to its end, then the next from there. The first run read is the first of the
     chain of continue-as-new runs, so a reader that starts late still reads from the
     start; each closed run it reads costs one replay on a worker (a query to a closed
-    workflow), once per reader."""
+    workflow), once per reader, and only a reader that needs that run's items reads it (one
+    resuming at an offset the open run holds reads that run alone)."""
     runs = await _chain_of_runs(client, workflow_id, ended)
+    if len(runs) > 1 and not await _left_behind(client, workflow_id, runs[-1], from_offset):
+        # The open latest run's stream starts at or before where the reader begins: the
+        # closed runs hold nothing it needs, and reading each would replay it on a worker.
+        runs = runs[-1:]
     offset = from_offset
     position = 0
     while position < len(runs):
