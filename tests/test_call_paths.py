@@ -334,3 +334,42 @@ def test_a_direct_calls_id_is_bounded_and_never_issued_twice() -> None:
     assert made[:3] == ["direct/a", "direct/a/2", "direct/a/2/2"]
     assert len(set(made)) == 5
     assert all(len(m) <= 140 for m in made), [len(m) for m in made]
+
+
+async def test_a_workflows_own_direct_calls_query_is_kept(
+    agent_client: Client, task_queue: str
+) -> None:
+    """A conversation declaring a ``direct_calls`` query of its own: it was replaced by the
+    direct calls' (silently, while their ``approve_step`` refused to take over a user's).
+    Now the call does not start, the model reads why, and the user's query still answers."""
+    from tests.own_query_workflows import OWN_ANSWER, OwnQueryWorkflow
+
+    async with plan_worker(
+        agent_client, task_queue=task_queue, registry=TOOLS, workflows=[OwnQueryWorkflow]
+    ):
+        handle = await agent_client.start_workflow(
+            OwnQueryWorkflow.run,
+            prompt("direct call", "hook"),
+            id=f"own-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        [result] = json.loads(await asyncio.wait_for(handle.result(), 60))
+        answer = await handle.query(DIRECT_CALLS_QUERY)
+    assert result["status"] == "error"
+    assert "declares its own 'direct_calls' query" in json.dumps(result)
+    assert runs("stamp") == [], "not started"
+    assert answer == OWN_ANSWER
+
+
+def test_one_implementation_and_one_name_of_a_decision() -> None:
+    """The plan's handlers and the direct calls' use the desk's bodies under one name each,
+    and a direct call's retries start as a plan's do."""
+    from durable_plan.temporal import direct_calls
+    from durable_plan.temporal.approvals import APPROVE_SIGNAL, DECIDE_UPDATE, ApprovalHandlers
+    from durable_plan.temporal.messages import PlanInput
+
+    signal = getattr(ApprovalHandlers.approve_step, "__temporal_signal_definition")
+    update = ApprovalHandlers.decide_step._defn  # type: ignore[attr-defined]
+    assert (signal.name, update.name) == (APPROVE_SIGNAL, DECIDE_UPDATE)
+    interval = PlanInput({}).retry_initial_interval_s
+    assert interval == direct_calls.RETRY_INITIAL_INTERVAL_S

@@ -14,23 +14,28 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from strands import Agent
+from strands import Agent, tool
 from strands.vended_interventions.hitl import HumanInTheLoop
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.strands_agents import StrandsPlugin
 
 from durable_plan.run.events import PlanEvent
-from durable_plan.strands.carried import recent_turns
+from durable_plan.strands.carried import (
+    MAX_CARRIED_INTERRUPT_BYTES,
+    carried_interrupt,
+    recent_turns,
+)
 from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.temporal import plan_worker
 from durable_plan.temporal.replay import replay
 from durable_plan.temporal.result_form import expand_result
 from durable_plan.temporal.subscribe import conversation_events, plan_events
-from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from durable_plan.testing import ScriptedModel, TurnLike, call, say, turn
 from tests.carried_workflows import (
     CALLS,
     CARRIED_TOOLS,
@@ -336,3 +341,85 @@ async def test_a_pending_interrupt_and_the_memory_survive_continue_as_new(
     plans = list(dict.fromkeys(event.plan for event in seen))
     assert plans == [f"{workflow_id}/plan/tooluse_0_0", f"{workflow_id}/plan/tooluse_2_0"]
     assert [e.kind for e in seen].count("plan_finished") == 2
+
+
+# -- a pending interrupt's size across continue-as-new --------------------------------------
+
+BIG_KIB = 300
+BIG_CALLS = 3
+BIG_AND_ASK = "Fetch the three reports and tell the customer."
+
+
+@tool
+async def fetch_report(n: int) -> dict[str, Any]:
+    """Fetch a large report; returns {"n": int, "data": str}.
+
+    Args:
+        n: Which report.
+    """
+    CALLS["fetch_report"] += 1
+    return {"n": n, "data": "r" * (BIG_KIB * 1024)}
+
+
+BIG_SCRIPT: list[TurnLike] = [
+    turn(
+        *(call("fetch_report", n=n) for n in range(BIG_CALLS)),
+        call("confirm", question="Your reports are ready."),
+    ),
+    say("Sent."),
+]
+
+
+def _agent(plugin: WorkflowPlanPlugin, messages: list[dict[str, Any]] | None = None) -> Agent:
+    return Agent(
+        model=ScriptedModel(scripts={BIG_AND_ASK: BIG_SCRIPT}),
+        messages=messages,  # type: ignore[arg-type]
+        tools=[fetch_report, confirm],
+        plugins=[plugin],
+        interventions=[HumanInTheLoop(allowed_tools=[*UNGATED, "fetch_report"])],
+        callback_handler=None,
+    )
+
+
+def test_a_pending_interrupt_with_large_results_is_carried_within_its_bound() -> None:
+    """A turn whose three 300 KiB calls ran before a fourth waits for a person: Strands keeps
+    their results whole in its interrupt state, which ``carry_over`` carried unbounded (with
+    1 MiB of messages, a continue-as-new argument past 2 MB: refused, the task failing
+    forever). Now their results are previews within ``MAX_CARRIED_INTERRUPT_BYTES``, and the
+    next run resumes from it: the person's yes runs the waiting call, and the calls that ran
+    are not run again."""
+    CALLS.clear()
+    plugin = WorkflowPlanPlugin(plannable=["*"])
+    first = _agent(plugin)
+    stopped = first(BIG_AND_ASK)
+    assert stopped.stop_reason == "interrupt" and CALLS["fetch_report"] == BIG_CALLS
+    state = plugin.carry_over()
+    assert state.interrupt is not None
+    carried = json.dumps(state.interrupt)
+    assert len(carried.encode()) <= MAX_CARRIED_INTERRUPT_BYTES
+    assert carried.count("is not run again") == BIG_CALLS  # cut; its id and status kept
+    # The next run: what a continue-as-new argument carries, through JSON.
+    plugin = WorkflowPlanPlugin(plannable=["*"])
+    plugin.resume(replace(state, interrupt=json.loads(carried)))
+    second = _agent(plugin, recent_turns(first.messages))  # type: ignore[arg-type]
+    answers = [
+        {"interruptResponse": {"interruptId": i.id, "response": "y"}}
+        for i in stopped.interrupts or []
+    ]
+    done = second(answers)  # type: ignore[arg-type]
+    assert str(done).strip() == "Sent."
+    assert (CALLS["fetch_report"], CALLS["confirm"]) == (BIG_CALLS, 1)
+
+
+def test_an_interrupt_that_cannot_be_cut_enough_is_refused_saying_why() -> None:
+    """What the next run needs to go on (here an interrupt's reason) is never cut: past the
+    bound, ``carried_interrupt`` says which part is too large (``carry_over`` ends the
+    workflow with it, non-retryable, rather than a continue-as-new the server refuses)."""
+    state = {
+        "interrupts": {"i": {"id": "i", "name": "n", "reason": "z" * 1000, "response": None}},
+        "context": {},
+        "activated": True,
+    }
+    assert carried_interrupt(state, max_bytes=2000) == state
+    with pytest.raises(ValueError, match="its 'interrupts' is"):
+        carried_interrupt(state, max_bytes=500)

@@ -251,3 +251,108 @@ async def test_a_conversations_failed_plan_is_failed_in_the_list(
     assert patch_markers(await handle.fetch_history()) == [CONVERSATION_PATCH]
     assert patch_markers(await child.fetch_history()) == []
     assert await listed(agent_client, 'PlanStatus="failed"', child.id) == [child.id]
+
+
+def test_a_long_tool_call_id_keeps_the_rejection_record_bounded() -> None:
+    """The toolUseId is the model's: stored whole, it alone passed ``MAX_REJECTION_BYTES``."""
+    recorded: list[dict[str, Any]] = []
+
+    class Recorder:
+        @staticmethod
+        def upsert_memo(memo: dict[str, Any]) -> None:
+            recorded.append(memo[REJECTED_MEMO_KEY])
+
+    original = plan_status.workflow
+    plan_status.workflow = Recorder  # type: ignore[assignment]
+    try:
+        note_rejection("t" * 5000, ["one problem"])
+    finally:
+        plan_status.workflow = original
+    [record] = recorded
+    assert len(json.dumps(record)) <= MAX_REJECTION_BYTES
+    assert record["tool_call"].startswith("tttt") and record["problems"] == ["one problem"]
+
+
+class _Details:
+    """What ``ApprovalDesk`` reads and sets of its workflow (its current details, its ids),
+    recorded: the desk's bookkeeping, without a worker."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def get_current_details(self) -> str:
+        return self.shown[-1] if self.shown else ""
+
+    def set_current_details(self, text: str) -> None:
+        self.shown.append(text)
+
+    @staticmethod
+    def info() -> Any:
+        return type("Info", (), {"workflow_id": "w" * 300, "namespace": "default"})()
+
+
+def _desk(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, _Details, list[int]]:
+    from durable_plan.temporal import approvals
+    from durable_plan.temporal.approvals import ApprovalDesk
+
+    details = _Details()
+    digests: list[int] = []
+
+    def counted(args: dict[str, Any]) -> str:
+        digests.append(1)
+        return args_digest(args)
+
+    monkeypatch.setattr(approvals, "workflow", details)
+    monkeypatch.setattr(plan_status, "workflow", details)
+    monkeypatch.setattr(approvals, "args_digest", counted)
+    return ApprovalDesk(None), details, digests
+
+
+def test_a_waits_details_are_bounded_and_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twelve direct calls with ids of the model's length on a conversation with a long id:
+    the details passed ``MAX_DETAILS_CHARS`` (only the outcome was bounded). Now whole calls
+    as many as fit (a cut command could not be pasted), the rest counted."""
+    desk, details, _ = _desk(monkeypatch)
+    for n in range(12):
+        desk.open(f"direct/{'x' * 130}{n}", {"n": n}, "charge")
+    text = details.shown[-1]
+    assert len(text) <= plan_status.MAX_DETAILS_CHARS
+    commands = [line for line in text.splitlines() if line.startswith("  approve: ")]
+    assert commands and all(line.endswith("`") and "--digest" in line for line in commands)
+    assert f"- … and {12 - len(commands)} more" in text
+    assert text.endswith("`durable-plan show` lists the arguments.")
+
+
+def test_a_calls_digest_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every open and close redrew the details by hashing every waiting call's arguments
+    again (n² digests of arguments that may be large). Now once per call, in ``open``, and
+    reused by the details, ``progress`` and the check of a decision's digest."""
+    from durable_plan.temporal.messages import ApprovalDecision
+
+    desk, details, digests = _desk(monkeypatch)
+    calls = [(f"c{n}", {"n": n, "blob": "y" * 1000}) for n in range(30)]
+    for call_id, args in calls:
+        desk.open(call_id, args, "charge")
+    assert desk.details("c3")["args_digest"] == args_digest(calls[3][1])
+    wrong = ApprovalDecision("c3", True, "", "0" * 16)
+    assert "have digest" in str(desk.refusal(wrong))
+    desk.validate(ApprovalDecision("c3", True, "", args_digest(calls[3][1])))
+    assert desk.decide(ApprovalDecision("c3", False, "no")) == "rejected"
+    for call_id, _args in calls:
+        desk.close(call_id)
+    assert len(digests) == len(calls)
+    assert details.shown[-1] == ""  # the wait is over: the details are what they were
+
+
+async def test_an_unanswered_attribute_question_counts_as_not_registered(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker asks before it polls: a server that does not answer stalled its start (the
+    request had no deadline). Now it is asked with one, and silence is "not registered",
+    with a log line saying so (the plan then shows its status in its details only)."""
+    from datetime import timedelta
+
+    with caplog.at_level("WARNING"):
+        assert not await namespace_has_plan_status(client, timedelta(microseconds=1))
+    assert "did not say within" in caplog.text
+    assert await namespace_has_plan_status(client)  # the same server, given time

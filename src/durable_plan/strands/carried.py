@@ -20,11 +20,14 @@ from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
+from durable_plan.run.references import returned_preview
 from durable_plan.run.reuse import Remembered
 
 __all__ = [
+    "MAX_CARRIED_INTERRUPT_BYTES",
     "MAX_CARRIED_MESSAGE_BYTES",
     "PlanToolState",
+    "carried_interrupt",
     "continue_stream",
     "recent_turns",
     "stream_state",
@@ -35,6 +38,18 @@ MAX_CARRIED_MESSAGE_BYTES = 1024 * 1024
 payload over 2 MB (the blob size limit), and the continue-as-new argument also carries the
 plan tool's memory (256 KiB by default): a conversation whose carried input were refused would
 fail its workflow task on every retry instead of continuing."""
+MAX_CARRIED_INTERRUPT_BYTES = 256 * 1024
+"""What a continue-as-new carries of a pending interrupt (``PlanToolState.interrupt``), at
+most: with the messages (``MAX_CARRIED_MESSAGE_BYTES``) and the plan tool's memory (256 KiB
+by default) the argument stays near 1.5 MiB, under the 2 MB a payload may have. Strands'
+interrupt state holds the results of the turn's tools that already ran, whole: those are
+what ``carried_interrupt`` cuts."""
+CUT_RESULT = (
+    "not carried whole when the conversation continued as new (too large); the tool ran "
+    "and is not run again"
+)
+"""What a completed tool's result says in place of its value after the cut."""
+CUT_TEXT_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,68 @@ class PlanToolState:
     interrupt: dict[str, Any] | None = None
     """The agent's interrupt state (Strands' own form) when a person's answer is pending: the
     next run's agent resumes from it, and no plan runs until the person has answered."""
+
+
+def carried_interrupt(
+    state: dict[str, Any], max_bytes: int = MAX_CARRIED_INTERRUPT_BYTES
+) -> dict[str, Any]:
+    """A pending interrupt (``_InterruptState.to_dict()``) that fits in ``max_bytes`` of JSON.
+
+    What the next run's agent needs to go on is kept whole: the interrupts (their ids, what
+    they asked), the assistant message whose tool calls are still to run, and which of its
+    calls ran already, with their status, so none of them runs again. What makes the state
+    large is the results of those calls, whole: when the state is over the bound each of them
+    becomes a preview (``returned_preview``; text cut to ``CUT_TEXT_CHARS``), as a result the
+    conversation has no room for does. A state still over the bound then (interrupt reasons
+    or tool inputs of that size) is refused with ``ValueError``, saying which part."""
+    if _json_bytes(state) <= max_bytes:
+        return state
+    pending = state.get("pending_tool_execution")
+    if isinstance(pending, Mapping):
+        results = pending.get("completed_tool_results") or []
+        state = {
+            **state,
+            "pending_tool_execution": {
+                **pending,
+                "completed_tool_results": [_previewed(result) for result in results],
+            },
+        }
+    size = _json_bytes(state)
+    if size <= max_bytes:
+        return state
+    parts = {key: _json_bytes(value) for key, value in state.items()}
+    largest = max(parts, key=lambda key: parts[key])
+    raise ValueError(
+        f"the agent's pending interrupt is {size} bytes with its tools' results cut, over the "
+        f"{max_bytes} a continue-as-new carries of it (its '{largest}' is {parts[largest]} "
+        "bytes): answer the interrupt before the conversation continues as new, or keep what "
+        "an interrupt's reason holds small"
+    )
+
+
+def _previewed(result: Any) -> Any:
+    """A completed tool's result with its value cut, its id and status kept."""
+    if not isinstance(result, Mapping):
+        return result
+    content: list[Any] = []
+    for block in result.get("content") or []:
+        if isinstance(block, Mapping) and "json" in block:
+            value = block["json"]
+            content.append({"json": returned_preview(value, _json_bytes(value), CUT_RESULT)})
+        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            text = block["text"]
+            if len(text) > CUT_TEXT_CHARS:
+                cut = len(text) - CUT_TEXT_CHARS
+                text = f"{text[:CUT_TEXT_CHARS]} ... [{cut} characters cut: {CUT_RESULT}]"
+            content.append({"text": text})
+        else:  # an image, a document: nothing of it fits a preview
+            kind = next(iter(block), "block") if isinstance(block, Mapping) else "block"
+            content.append({"text": f"[a {kind} of {_json_bytes(block)} bytes {CUT_RESULT}]"})
+    return {**result, "content": content}
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
 
 
 def stream_state(stream: WorkflowStream) -> WorkflowStreamState:

@@ -27,6 +27,7 @@ from strands.interrupt import _InterruptState
 from strands.plugins import Plugin
 from strands.types.tools import ToolResult, ToolResultContent, ToolUse
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check.shape_text import describe_shape
@@ -50,7 +51,12 @@ from durable_plan.run.reuse import (
     reusable_tools,
 )
 from durable_plan.run.summary import failure_text, result_for_model
-from durable_plan.strands.carried import PlanToolState, continue_stream, stream_state
+from durable_plan.strands.carried import (
+    PlanToolState,
+    carried_interrupt,
+    continue_stream,
+    stream_state,
+)
 from durable_plan.strands.options import durable_plan_options
 from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result, unwrap_peer_input
 from durable_plan.tools.approval import ApprovalPolicy, gated_patterns
@@ -197,15 +203,29 @@ class WorkflowPlanPlugin(Plugin):
         ``WorkflowStream(prior_state=state.stream)`` goes on with its offsets). Call it
         between turns, as ``workflows/conversation.py`` does: a plan still running when the
         run continues as new (one awaiting a person's approval, say) would be terminated
-        with it; between turns none is, and an interrupt pending is carried."""
+        with it; between turns none is, and an interrupt pending is carried.
+
+        The interrupt is bounded (``carried.carried_interrupt``: the results of the turn's
+        tools that ran already become previews past ``MAX_CARRIED_INTERRUPT_BYTES``), so the
+        argument stays under the 2 MB a payload may have. One that cannot be cut enough ends
+        the workflow with a non-retryable error saying why: a continue-as-new the server
+        refuses would fail the workflow task on every retry."""
         interrupt = getattr(self._agent, "_interrupt_state", None)
         pending = interrupt if interrupt is not None and interrupt.activated else None
+        carried: dict[str, Any] | None = None
+        if pending is not None:
+            try:
+                carried = carried_interrupt(pending.to_dict())
+            except ValueError as exc:
+                if not workflow.in_workflow():
+                    raise
+                raise ApplicationError(str(exc), non_retryable=True) from None
         return PlanToolState(
             self.plans_run,
             self.memory.entries(),
             self.memory.forgotten,
             stream=stream_state(self.plan_stream) if self.plan_stream is not None else None,
-            interrupt=pending.to_dict() if pending is not None else None,
+            interrupt=carried,
         )
 
     def resume(self, state: PlanToolState | None) -> None:

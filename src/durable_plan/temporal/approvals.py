@@ -20,7 +20,13 @@ from durable_plan.language.digest import args_digest
 from durable_plan.language.limits import truncate_text
 from durable_plan.run.events import SILENT, Emitter
 from durable_plan.temporal.messages import ApprovalDecision
-from durable_plan.temporal.plan_status import awaiting_details
+from durable_plan.temporal.plan_status import awaiting_details, set_details
+
+APPROVE_SIGNAL = "approve_step"
+"""The signal a person's decision arrives by (fire-and-forget), on every workflow with a desk:
+a plan, an agent step, a conversation's direct calls (``direct_calls``)."""
+DECIDE_UPDATE = "decide_step"
+"""The update a person's decision arrives by (the caller hears whether it was taken)."""
 
 MAX_REFUSALS_KEPT = 5
 """Per step: decisions are sent by people and programs, and may be repeated."""
@@ -42,7 +48,9 @@ class ApprovalDesk:
         self.events = events
         self.on_waiting = on_waiting
         self._known = frozenset(step_ids) if step_ids is not None else None
-        self._awaiting: dict[str, dict[str, Any]] = {}
+        self._awaiting: dict[str, tuple[dict[str, Any], str]] = {}
+        """Per call awaiting a person: its arguments and their digest, made once (in
+        ``open``): the arguments may be large, and the details are redrawn on every change."""
         self._tools: dict[str, str | None] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
         self._refused: dict[str, list[str]] = {}
@@ -51,11 +59,10 @@ class ApprovalDesk:
     def open(self, step_id: str, args: dict[str, Any], tool: str | None = None) -> None:
         """The step waits for a person, who will see (and may bind to) these arguments."""
         first = not self._awaiting
-        self._awaiting[step_id] = args
+        digest = args_digest(args)
+        self._awaiting[step_id] = (args, digest)
         self._tools[step_id] = tool
-        self.events.emit(
-            "awaiting_approval", step=step_id, detail={"args_digest": args_digest(args)}
-        )
+        self.events.emit("awaiting_approval", step=step_id, detail={"args_digest": digest})
         if first:
             self._details_before = workflow.get_current_details()
             if self.on_waiting is not None:
@@ -70,7 +77,7 @@ class ApprovalDesk:
             self._show()
             return
         # The wait is over: the workflow's details are what they were before it.
-        workflow.set_current_details(self._details_before or "")
+        set_details(self._details_before or "")
         self._details_before = None
         if self.on_waiting is not None:
             self.on_waiting(False)
@@ -80,10 +87,10 @@ class ApprovalDesk:
         arguments' digest, the command that answers it): a wait never looks idle."""
         info = workflow.info()
         calls = [
-            (call_id, self._tools.get(call_id), args_digest(args))
-            for call_id, args in self._awaiting.items()
+            (call_id, self._tools.get(call_id), digest)
+            for call_id, (_args, digest) in self._awaiting.items()
         ]
-        workflow.set_current_details(awaiting_details(calls, info.workflow_id, info.namespace))
+        set_details(awaiting_details(calls, info.workflow_id, info.namespace))
 
     def is_awaiting(self, step_id: str) -> bool:
         return step_id in self._awaiting
@@ -95,11 +102,11 @@ class ApprovalDesk:
         """Why this decision cannot be taken now, or None when it can."""
         step_id = decision.step_id
         if step_id not in self._awaiting:
-            waiting = ", ".join(sorted(self._awaiting)) or "none"
+            waiting = truncate_text(", ".join(sorted(self._awaiting)) or "none", 300)
             return f"step '{step_id}' is not awaiting approval (awaiting: {waiting})"
         if step_id in self._decisions:
             return f"step '{step_id}' was already decided"
-        expected = args_digest(self._awaiting[step_id])
+        expected = self._awaiting[step_id][1]
         if decision.args_digest is not None and decision.args_digest != expected:
             return (
                 f"the decision for step '{step_id}' was made for arguments with digest "
@@ -115,6 +122,19 @@ class ApprovalDesk:
             status="approved" if decision.approved else "rejected",
         )
 
+    def decide(self, decision: ApprovalDecision) -> str:
+        """The ``decide_step`` update, once ``validate`` let it through: taken, and what was
+        decided, for the caller."""
+        self.take(decision)
+        return "approved" if decision.approved else "rejected"
+
+    def validate(self, decision: ApprovalDecision) -> None:
+        """The ``decide_step`` update's validator: a decision that cannot be taken now is
+        refused to its sender (nothing enters the history)."""
+        reason = self.refusal(decision)
+        if reason is not None:
+            raise ValueError(reason)
+
     def offer(self, decision: ApprovalDecision) -> None:
         """A signal: take it if it may be taken now, else record why not and ignore it."""
         reason = self.refusal(decision)
@@ -122,7 +142,7 @@ class ApprovalDesk:
             self.take(decision)
         elif self._records(decision.step_id):
             kept = self._refused.setdefault(decision.step_id, [])
-            kept.append(truncate_text(f"approve_step ignored: {reason}", 300))
+            kept.append(truncate_text(f"{APPROVE_SIGNAL} ignored: {reason}", 300))
             del kept[:-MAX_REFUSALS_KEPT]
 
     def _records(self, step_id: str) -> bool:
@@ -138,9 +158,7 @@ class ApprovalDesk:
         """What ``progress`` adds to a step's line: the arguments awaiting a decision, refusals."""
         extra: dict[str, Any] = {}
         if step_id in self._awaiting:
-            args = self._awaiting[step_id]
-            extra["args"] = args
-            extra["args_digest"] = args_digest(args)
+            extra["args"], extra["args_digest"] = self._awaiting[step_id]
         if step_id in self._refused:
             extra["refused_decisions"] = list(self._refused[step_id])
         return extra
@@ -169,25 +187,23 @@ async def await_decision(
 
 class ApprovalHandlers:
     """A person's decisions on the calls awaiting approval in ``self.desk``: the handlers
-    ``PlanWorkflow`` and ``AgentStepWorkflow`` share (the ``approve_step`` signal, the
-    ``decide_step`` update and its validator), written once."""
+    ``PlanWorkflow`` and ``AgentStepWorkflow`` share (the ``APPROVE_SIGNAL`` signal, the
+    ``DECIDE_UPDATE`` update and its validator); their bodies are the desk's, which a
+    conversation's direct calls install as they go (``direct_calls``)."""
 
     desk: ApprovalDesk
 
-    @workflow.signal
+    @workflow.signal(name=APPROVE_SIGNAL)
     def approve_step(self, decision: ApprovalDecision) -> None:
         """Approve or reject a call awaiting approval (fire-and-forget; works from other
         workflows). Refused, recorded in ``progress`` and ignored for any other call."""
         self.desk.offer(decision)
 
-    @workflow.update
+    @workflow.update(name=DECIDE_UPDATE)
     def decide_step(self, decision: ApprovalDecision) -> str:
         """Approve or reject a call awaiting approval and hear back that it was taken."""
-        self.desk.take(decision)
-        return "approved" if decision.approved else "rejected"
+        return self.desk.decide(decision)
 
     @decide_step.validator
     def _validate_decision(self, decision: ApprovalDecision) -> None:
-        reason = self.desk.refusal(decision)
-        if reason is not None:
-            raise ValueError(reason)
+        self.desk.validate(decision)

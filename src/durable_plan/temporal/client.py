@@ -35,6 +35,7 @@ from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.events import PlanEvent
 from durable_plan.run.reuse import REMEMBERED_KEY
+from durable_plan.temporal.approvals import DECIDE_UPDATE
 from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -322,7 +323,7 @@ class PlanHandle:
         """
         try:
             result: str = await self.handle.execute_update(
-                "decide_step", ApprovalDecision(step_id, approved, reason, args_digest)
+                DECIDE_UPDATE, ApprovalDecision(step_id, approved, reason, args_digest)
             )
         except WorkflowUpdateFailedError as exc:
             raise ValueError(failure_message(exc)) from None

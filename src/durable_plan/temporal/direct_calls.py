@@ -9,8 +9,9 @@ agent's tool hooks are not relayed: Strands itself runs them around a direct cal
 same workflow, before and after the stages.
 
 The person's decision reaches the conversation's workflow as it reaches a plan: the
-``approve_step`` signal or the ``decide_step`` update (``ApprovalDecision``; so
-``PlanHandle.decide`` and ``durable-plan approve <conversation id> <call id>`` take it),
+``approve_step`` signal or the ``decide_step`` update (``ApprovalDecision``; the names and
+bodies are ``approvals``', one for every workflow; so ``PlanHandle.decide`` and
+``durable-plan approve <conversation id> <call id>`` take it),
 and the ``direct_calls`` query lists the calls awaiting one, with their arguments and
 digest. A conversation is the user's own workflow class, so these handlers are installed
 as it goes (the query on its first direct call, the decisions on its first gated one), as
@@ -28,7 +29,7 @@ from temporalio import workflow
 
 from durable_plan.language.options import ToolOptions
 from durable_plan.temporal.admission import Admission
-from durable_plan.temporal.approvals import ApprovalDesk
+from durable_plan.temporal.approvals import APPROVE_SIGNAL, DECIDE_UPDATE, ApprovalDesk
 from durable_plan.temporal.hook_relay import HookAsker
 from durable_plan.temporal.ids import bounded_key
 from durable_plan.temporal.messages import (
@@ -37,22 +38,20 @@ from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_TASK_BYTES,
     ApprovalDecision,
+    PlanInput,
 )
 from durable_plan.temporal.outcomes import Outcome
 from durable_plan.temporal.pipeline import Stages
 from durable_plan.temporal.policy import CallPolicy
 from durable_plan.temporal.step_activities import ActivityCall, call_activity
 
-APPROVE_SIGNAL = "approve_step"
-DECIDE_UPDATE = "decide_step"
-"""The names a plan's approvals use (``approvals.ApprovalHandlers``): one way to decide."""
 DIRECT_PREFIX = "direct/"
 """How a direct call's id begins (``direct/<toolUseId>``): what `durable-plan approve` takes
 on a conversation."""
 DIRECT_CALLS_QUERY = "direct_calls"
 """What a conversation's direct calls await: ``{"awaiting": [{"id", "args", "args_digest"}]}``."""
-RETRY_INITIAL_INTERVAL_S = 0.5
-"""As a plan's default (``PlanInput.retry_initial_interval_s``)."""
+RETRY_INITIAL_INTERVAL_S: float = PlanInput.retry_initial_interval_s
+"""A plan's default (a dataclass field's default is its class attribute), read from there."""
 
 
 class DirectCalls:
@@ -103,42 +102,43 @@ class DirectCalls:
                     "rename yours"
                 )
         workflow.set_signal_handler(APPROVE_SIGNAL, self.offer)
-        workflow.set_update_handler(DECIDE_UPDATE, self.decide, validator=self.validate)
+        workflow.set_update_handler(
+            DECIDE_UPDATE,
+            lambda raw: self.desk.decide(_decision(raw)),
+            validator=lambda raw: self.desk.validate(_decision(raw)),
+        )
         self._deciding = True
         return None
 
     def offer(self, raw: Any) -> None:
-        """The ``approve_step`` signal: taken if the call awaits a decision now, else recorded
-        for the ``direct_calls`` query and ignored (``ApprovalDesk.offer``)."""
+        """The ``APPROVE_SIGNAL`` signal, as ``ApprovalDesk.offer`` takes it; one that is no
+        decision at all is nobody's (nothing waits for it), and a signal cannot answer."""
         try:
             decision = _decision(raw)
         except ValueError:
-            return  # nobody's decision: nothing waits for it
+            return
         self.desk.offer(decision)
-
-    def decide(self, raw: Any) -> str:
-        """The ``decide_step`` update (its validator refused what cannot be taken now)."""
-        decision = _decision(raw)
-        self.desk.take(decision)
-        return "approved" if decision.approved else "rejected"
-
-    def validate(self, raw: Any) -> None:
-        reason = self.desk.refusal(_decision(raw))
-        if reason is not None:
-            raise ValueError(reason)
 
     def awaiting(self) -> dict[str, Any]:
         """The ``direct_calls`` query: the calls awaiting a person, arguments and digest."""
         return {"awaiting": self.desk.awaiting_details()}
 
 
-def direct_calls() -> DirectCalls:
+def direct_calls() -> DirectCalls | str:
     """The current workflow's direct calls, made (and its query installed) on first use, as
-    ``hook_relay.hook_inbox`` finds its inbox: by the handler it installed."""
+    ``hook_relay.hook_inbox`` finds its inbox: by the handler it installed. A workflow that
+    declares a ``direct_calls`` query of its own keeps it, as ``take_decisions`` keeps a
+    user's ``approve_step``: the answer is then why the call did not start (a value the
+    model reads, never an exception failing the workflow task on every retry)."""
     handler = workflow.get_query_handler(DIRECT_CALLS_QUERY)
     calls = getattr(handler, "__self__", None)
     if isinstance(calls, DirectCalls):
         return calls
+    if handler is not None:
+        return (
+            f"not started: this workflow declares its own '{DIRECT_CALLS_QUERY}' query, which "
+            "lists the direct tool calls awaiting a person: rename yours"
+        )
     calls = DirectCalls()
     workflow.set_query_handler(DIRECT_CALLS_QUERY, calls.awaiting)
     return calls
@@ -155,6 +155,8 @@ async def call_directly(
     timeout, the last retry spent) is a value, as a plan step's is. ``options``: the
     owner's, with every approval gate applied (``tools.approval.ApprovalPolicy``)."""
     calls = direct_calls()
+    if isinstance(calls, str):
+        return False, calls, 0.0, 0
     if options.requires_approval:
         refused = calls.take_decisions()
         if refused is not None:
@@ -190,7 +192,9 @@ async def call_directly(
         # must not complete before it fires. It goes on after this call, so a cancel
         # meanwhile is its own (``Admission.settle``).
         await calls.admission.settle(lambda: True, absorb_cancel=False)
-    assert outcome is not None  # nothing withdraws a direct call (``wanted`` is ALWAYS)
+    if outcome is None:  # unreachable: nothing withdraws a direct call (``wanted`` is ALWAYS)
+        # A value, not an assert: an exception here would fail the workflow task forever.
+        return False, f"the call {call_id} was withdrawn before it ran", 0.0, 0
     return outcome
 
 

@@ -38,6 +38,8 @@ from typing import Any, Final, Literal
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
+from durable_plan.temporal.ids import bounded_key
+
 __all__ = [
     "PLAN_STATUS",
     "PLAN_STATUS_ATTRIBUTE",
@@ -48,6 +50,7 @@ __all__ = [
     "note_rejection",
     "outcome_details",
     "outcome_status",
+    "set_details",
     "start_attributes",
 ]
 
@@ -72,14 +75,24 @@ MAX_REJECTION_BYTES = 2048
 not the whole text the model got (that is in the next model call's input)."""
 REJECTED_MEMO_KEY: Final = "rejected_plan"
 MAX_DETAILS_CHARS = 4000
-"""Details are answered by the worker, not kept in history: bounded all the same (a
-rejection lists every problem)."""
+"""Details are answered by the worker, not kept in history: bounded all the same (an
+outcome lists failures, a wait lists calls whose ids the model chose). Every text goes
+through ``set_details``."""
 
 
 def start_attributes() -> TypedSearchAttributes:
     """``search_attributes=`` of a plan started with the attribute on: ``running`` from its
     start event on, at no cost of an event of its own."""
     return TypedSearchAttributes([SearchAttributePair(PLAN_STATUS, "running")])
+
+
+def set_details(text: str) -> None:
+    """The workflow's current details, at most ``MAX_DETAILS_CHARS``: the one way this
+    package sets them (a wait for a person, an outcome, what a wait gave way to), so the
+    bound holds for every text, whoever wrote its parts."""
+    if len(text) > MAX_DETAILS_CHARS:
+        text = text[: MAX_DETAILS_CHARS - 1] + "…"
+    workflow.set_current_details(text)
 
 
 def _cut(text: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -96,22 +109,37 @@ def awaiting_details(
     calls: Sequence[tuple[str, str | None, str]], workflow_id: str, namespace: str
 ) -> str:
     """Markdown naming every call awaiting a person: its id, tool, arguments' digest and
-    the command that approves it (``calls``: id, tool, digest)."""
-    lines = [f"**Awaiting approval**: {len(calls)} call{'s' * (len(calls) != 1)}", ""]
-    namespace_flag = f" --namespace {namespace}" if namespace != "default" else ""
-    for call_id, tool, digest in calls[:MAX_CALLS_SHOWN]:
-        tool_text = f" · tool {_code(tool)}" if tool else ""
-        command = f"durable-plan approve {workflow_id} {call_id} --digest {digest}{namespace_flag}"
-        lines.append(f"- step {_code(call_id)}{tool_text} · digest {_code(digest)}  ")
-        lines.append(f"  approve: {_code(command)}")
-    if len(calls) > MAX_CALLS_SHOWN:
-        lines.append(f"- … and {len(calls) - MAX_CALLS_SHOWN} more (`durable-plan show`)")
-    lines += [
+    the command that approves it (``calls``: id, tool, digest).
+
+    Whole calls only, as many as fit in ``MAX_DETAILS_CHARS`` (at most ``MAX_CALLS_SHOWN``;
+    the rest are counted): a command cut in the middle could not be pasted, and the ids
+    (a model's ``toolUseId`` for a direct call) and the workflow id may be long."""
+    head = f"**Awaiting approval**: {len(calls)} call{'s' * (len(calls) != 1)}"
+    tail = [
         "",
         "Reject with `--reject --reason TEXT`; add `--address HOST:PORT` for a server other "
         "than 127.0.0.1:7233. `durable-plan show` lists the arguments.",
     ]
-    return "\n".join(lines)
+    namespace_flag = f" --namespace {namespace}" if namespace != "default" else ""
+    room = MAX_DETAILS_CHARS - len(head) - sum(len(t) + 1 for t in tail) - 80  # "… more"
+    shown: list[str] = []
+    for call_id, tool, digest in calls[:MAX_CALLS_SHOWN]:
+        tool_text = f" · tool {_code(tool)}" if tool else ""
+        command = f"durable-plan approve {workflow_id} {call_id} --digest {digest}{namespace_flag}"
+        entry = [
+            f"- step {_code(call_id)}{tool_text} · digest {_code(digest)}  ",
+            f"  approve: {_code(command)}",
+        ]
+        room -= sum(len(line) + 1 for line in entry)
+        if room < 0:
+            break
+        shown.append(entry[0])
+        shown.append(entry[1])
+    lines = [head, "", *shown]
+    left = len(calls) - len(shown) // 2
+    if left:
+        lines.append(f"- … and {left} more (`durable-plan show`)")
+    return "\n".join(lines + tail)
 
 
 def outcome_status(result: Any) -> PlanStatus:
@@ -174,9 +202,7 @@ class StatusBoard:
 
     def ended(self, status: PlanStatus, details: str) -> None:
         self.show(status)
-        if len(details) > MAX_DETAILS_CHARS:
-            details = details[: MAX_DETAILS_CHARS - 1] + "…"
-        workflow.set_current_details(details)
+        set_details(details)
 
 
 def note_rejection(call_id: str, problems: Sequence[str]) -> None:
@@ -185,7 +211,8 @@ def note_rejection(call_id: str, problems: Sequence[str]) -> None:
     activity, no worker round trip) naming the tool call and its first problems, bounded
     (``MAX_REJECTION_BYTES``). The memo keeps the latest; the history keeps each."""
     kept = [_cut(p, MAX_ERROR_CHARS) for p in problems[:MAX_REJECTION_PROBLEMS]]
-    record: dict[str, Any] = {"tool_call": call_id, "problems": kept}
+    # The toolUseId is the model's: cut (``bounded_key``), or the record outgrows its bound.
+    record: dict[str, Any] = {"tool_call": bounded_key(call_id), "problems": kept}
     if len(problems) > len(kept):
         record["more_problems"] = len(problems) - len(kept)
     while kept and len(json.dumps(record)) > MAX_REJECTION_BYTES:

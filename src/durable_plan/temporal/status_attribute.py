@@ -19,14 +19,16 @@ Client and worker code (never imported by workflow code).
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Plugin, WorkerConfig
 
 from durable_plan.temporal.plan_status import PLAN_STATUS_ATTRIBUTE
@@ -44,20 +46,35 @@ __all__ = [
     "workers_see_plan_status",
 ]
 
+ASK_TIMEOUT = timedelta(seconds=5)
+"""How long the server may take to list its attributes: a worker asks before it polls, so a
+server that does not answer must not stall the worker's start."""
+
+_log = logging.getLogger(__name__)
+
 _by_client: weakref.WeakKeyDictionary[Client, bool] = weakref.WeakKeyDictionary()
 _by_queue: dict[tuple[str, str], bool] = {}
 """(namespace, task queue) -> every plan worker of this process there found it."""
 
 
-async def namespace_has_plan_status(client: Client) -> bool:
+async def namespace_has_plan_status(client: Client, timeout: timedelta = ASK_TIMEOUT) -> bool:
     """The server's answer: ``PlanStatus`` is a Keyword attribute of the client's namespace.
-    A server that will not say (no operator access, an old server) counts as no: the plan
-    then shows its status in its current details alone, never a task failing forever."""
+    A server that will not say (no operator access, an old server) or not within
+    ``timeout`` counts as no: the plan then shows its status in its current details alone,
+    never a task failing forever (the log says so when the server did not answer)."""
     try:
         response = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace)
+            ListSearchAttributesRequest(namespace=client.namespace), timeout=timeout
         )
-    except RPCError:
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.DEADLINE_EXCEEDED:
+            _log.warning(
+                "durable-plan: the server did not say within %.1f s whether namespace %s has "
+                "the PlanStatus search attribute: taken as not registered (plans show their "
+                "status in their current details only)",
+                timeout.total_seconds(),
+                client.namespace,
+            )
         return False
     kind = response.custom_attributes.get(PLAN_STATUS_ATTRIBUTE)
     return kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
