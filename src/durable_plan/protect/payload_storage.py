@@ -31,6 +31,7 @@ driver's ``sweep`` (which asks the server which workflows run, and keeps theirs)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -55,6 +56,15 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.plugin import SimplePlugin
+
+from durable_plan.protect.result_store import (
+    HELD,
+    file_mtime,
+    read_file,
+    remove_if_old,
+    sweep_lock,
+    sweepable_files,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -117,13 +127,6 @@ def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
         parts.append(f"at/{_segment(target.type)}/ai/{_segment(target.id)}")
         parts.append(f"ri/{_segment(target.run_id)}")
     return "/".join([*parts, f"d/sha256/{digest}"])
-
-
-HELD = ".sweep-"
-"""The name prefix a sweep gives a file while it decides (`FileStorageDriver.sweep`)."""
-HELD_WAIT_S = 2.0
-"""How long a reader waits for a file a sweep holds to come back (a sweep holds one file
-for a ``stat``, microseconds, unless it crashed meanwhile)."""
 
 
 class FileStorageDriver(StorageDriver):
@@ -190,7 +193,7 @@ class FileStorageDriver(StorageDriver):
             path = (self.root / key).resolve()
             if not path.is_relative_to(self.root.resolve()) or ".." in Path(key).parts:
                 raise MissingStoredPayload(f"a stored payload's key leaves the store: {key!r}")
-            data = _read(path)
+            data = read_file(path)  # held by a sweep: the held file, the digest checked
             if data is None:
                 raise MissingStoredPayload(
                     f"the stored payload {key} is not in {self.root} (deleted by a sweep or a "
@@ -214,36 +217,45 @@ class FileStorageDriver(StorageDriver):
         namespace: str | None = None,
         *,
         dry_run: bool = False,
+        report: Callable[[str], None] | None = None,
     ) -> list[Path]:
         """Delete stored payloads older than ``older_than_s`` whose workflow is not running
         (for keys of ``namespace``; the others are kept). ``running=None``: by age alone.
         Payloads whose workflow cannot be told (activities', hashed ids) are kept unless by
-        age alone. The deleted files (``dry_run``: those it would delete, deleting none).
+        age alone. The deleted files (``dry_run``: those it would delete, deleting none;
+        ``report`` hears each). One sweep at a time (`sweep_lock`: a second raises
+        ``SweepRunning``).
 
         Each decision is made again just before its deletion, since plans start while the
         sweep walks: ``running(workflow_id)`` is asked once per workflow after the walk,
         right before that workflow's files go (pass a check that asks the server then, not
         a list taken earlier); and each file is held under another name while its age is
-        read again, so a file that a plan started again reused (and touched) meanwhile is
-        put back, and one it finds gone it writes again."""
+        read again (`remove_if_old`), so a file that a plan started again reused (and
+        touched) meanwhile is put back, and one it finds gone it writes again. A file a
+        killed sweep left held is put back and judged like the others."""
         base = self.root / "v0"
         if not base.is_dir():
             return []
         deadline = time.time() - older_than_s
-        owners: dict[str | None, list[Path]] = {}
-        for path in base.rglob("*"):
-            if not path.is_file() or not _is_payload_file(path) or _mtime(path) > deadline:
-                continue
-            owner = workflow_of(path.relative_to(self.root).as_posix())
-            others = owner is None or (namespace is not None and owner[0] != namespace)
-            if running is not None and others:
-                continue  # nobody to ask about, or another namespace's: kept
-            owners.setdefault(owner[1] if owner else None, []).append(path)
-        deleted: list[Path] = []
-        for workflow_id, paths in sorted(owners.items(), key=lambda item: item[0] or ""):
-            if running is not None and workflow_id is not None and running(workflow_id):
-                continue
-            deleted.extend(p for p in paths if _remove_if_old(p, deadline, dry_run))
+        with contextlib.nullcontext() if dry_run else sweep_lock(self.root):
+            owners: dict[str | None, list[Path]] = {}
+            for path in sweepable_files(base, put_back_held=not dry_run):
+                if not _is_payload_file(path) or file_mtime(path) > deadline:
+                    continue
+                owner = workflow_of(path.relative_to(self.root).as_posix())
+                others = owner is None or (namespace is not None and owner[0] != namespace)
+                if running is not None and others:
+                    continue  # nobody to ask about, or another namespace's: kept
+                owners.setdefault(owner[1] if owner else None, []).append(path)
+            deleted: list[Path] = []
+            for workflow_id, paths in sorted(owners.items(), key=lambda item: item[0] or ""):
+                if running is not None and workflow_id is not None and running(workflow_id):
+                    continue
+                for path in paths:
+                    if _delete_if_old(path, deadline, dry_run):
+                        deleted.append(path)
+                        if report is not None:
+                            report(str(path))
         return deleted
 
 
@@ -256,44 +268,14 @@ def _touched(path: Path) -> bool:
     return True
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return float("inf")  # gone already: nothing to delete
-
-
-def _read(path: Path) -> bytes | None:
-    """The file's bytes, or None if it is not there; waits while a sweep holds it."""
-    deadline = time.monotonic() + HELD_WAIT_S
-    while True:
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            if not path.with_name(HELD + path.name).exists() or time.monotonic() > deadline:
-                return None
-        time.sleep(0.01)
-
-
-def _remove_if_old(path: Path, deadline: float, dry_run: bool) -> bool:
-    """Delete ``path`` unless it was touched after ``deadline``: it is renamed first, then
-    its age read again, so a store that touches it is seen (before the rename) or finds it
-    gone and writes it again (after). Temporary files are deleted as they are."""
+def _delete_if_old(path: Path, deadline: float, dry_run: bool) -> bool:
+    """`remove_if_old`; a temporary file (a killed write: no reader) is deleted as it is."""
     if dry_run:
-        return _mtime(path) <= deadline
-    if path.name.startswith((".part-", HELD)):  # no reader: a killed write, a killed sweep
+        return file_mtime(path) <= deadline
+    if path.name.startswith(".part-"):
         path.unlink(missing_ok=True)
         return True
-    held = path.with_name(HELD + path.name)
-    try:
-        os.rename(path, held)
-    except FileNotFoundError:
-        return False
-    if _mtime(held) > deadline:
-        os.replace(held, path)  # reused meanwhile (a rewrite has the same bytes)
-        return False
-    held.unlink(missing_ok=True)
-    return True
+    return remove_if_old(path, deadline)
 
 
 def workflow_of(key: str) -> tuple[str, str] | None:
@@ -308,8 +290,8 @@ def workflow_of(key: str) -> tuple[str, str] | None:
 
 
 def _is_payload_file(path: Path) -> bool:
-    """A stored payload (``.../d/sha256/<64 hex>``), a temporary one or one a killed sweep
-    held: all a sweep deletes."""
+    """A stored payload (``.../d/sha256/<64 hex>``), a temporary one or (listed by a dry
+    run) one a killed sweep held: all a sweep deletes."""
     if path.name.startswith((".part-", HELD)):
         return True
     return (

@@ -19,6 +19,8 @@ Stores are called from activities only (never from workflow code), through
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -28,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
@@ -148,10 +150,10 @@ class FileResultStore:
             partial.unlink(missing_ok=True)
 
     def get(self, key: str) -> bytes:
-        try:
-            return self._path(key).read_bytes()
-        except FileNotFoundError:
-            raise StoredResultMissing(f"no file {self._path(key)}") from None
+        data = read_file(self._path(key))
+        if data is None:
+            raise StoredResultMissing(f"no file {self._path(key)}")
+        return data
 
     def delete_prefix(self, prefix: str) -> int:
         top = self._path(prefix)
@@ -184,31 +186,29 @@ class FileResultStore:
         go, and each object's age is read again then: a plan that started (or was reset)
         while the sweep walked keeps what it uses."""
         cutoff = time.time() - older_than_s
-        count = 0
         if not self.root.is_dir():
             return 0
-        for top in sorted(self.root.iterdir()):
-            if not top.is_dir() or not _PREFIX.fullmatch(top.name):
-                continue
-            old = [
-                path
-                for path in top.rglob("*")
-                if path.is_file()
-                and _STORED_KEY.fullmatch(path.relative_to(self.root).as_posix())
-                and _mtime(path) < cutoff
-            ]
-            if not old or _keeps(self, top.name, is_running):
-                continue
-            for path in old:
-                if _mtime(path) >= cutoff:
-                    continue  # written again since the walk
-                if not dry_run:
-                    path.unlink(missing_ok=True)
-                count += 1
-                if report is not None:
-                    report(str(path))
-            if not dry_run:
-                _drop_owner_if_alone(self, top.name)
+        count = 0
+        swept: list[str] = []
+        with contextlib.nullcontext() if dry_run else sweep_lock(self.root):
+            for top in sorted(self.root.iterdir()):
+                if not top.is_dir() or not _PREFIX.fullmatch(top.name):
+                    continue
+                old = [
+                    path
+                    for path in sweepable_files(top, put_back_held=not dry_run)
+                    if _STORED_KEY.fullmatch(path.relative_to(self.root).as_posix())
+                    and file_mtime(path) <= cutoff
+                ]
+                if not old or _keeps(self, top.name, is_running):
+                    continue
+                swept.append(top.name)
+                for path in old:
+                    if (file_mtime(path) <= cutoff) if dry_run else remove_if_old(path, cutoff):
+                        count += 1
+                        if report is not None:
+                            report(str(path))
+            _drop_owners(self, swept, dry_run)
         return count
 
     def where(self, key: str) -> str:
@@ -323,9 +323,7 @@ class S3ResultStore:
             return kept_prefixes[prefix]
 
         count = self._delete(base, keep=keep, dry_run=dry_run, report=report)
-        for prefix, kept in kept_prefixes.items() if not dry_run else ():
-            if not kept:
-                _drop_owner_if_alone(self, prefix)
+        _drop_owners(self, [p for p, kept in kept_prefixes.items() if not kept], dry_run)
         return count
 
     def keys(self, prefix: str) -> list[str]:
@@ -349,13 +347,6 @@ class S3ResultStore:
         return f"S3ResultStore({self.bucket!r}, {self.prefix!r})"
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return float("inf")  # gone already: nothing to delete
-
-
 def _keeps(store: Any, prefix: str, is_running: IsRunning | None) -> bool:
     """True when the sweep must keep ``prefix``'s objects: its plan is still running."""
     if is_running is None:
@@ -369,21 +360,185 @@ def _keeps(store: Any, prefix: str, is_running: IsRunning | None) -> bool:
     return is_running(*owner)
 
 
+def _drop_owners(store: Any, prefixes: list[str], dry_run: bool) -> None:
+    """After a sweep (not a dry run): the owner records of the prefixes it emptied."""
+    for prefix in prefixes if not dry_run else ():
+        _drop_owner_if_alone(store, prefix)
+
+
 def _drop_owner_if_alone(store: Any, prefix: str) -> None:
-    """After a sweep: the owner record goes with the last of its prefix's results."""
+    """After a sweep: the owner record goes with the last of its prefix's results.
+
+    A worker writes a prefix's owner once per process (``claim_check._OWNERS_WRITTEN``), so
+    a result a reset run stores while the record goes is not followed by a new record, and
+    later sweeps would judge that prefix by age alone (a plan waiting a week for a person
+    would lose it). So the prefix is looked at again after the record is taken away, and a
+    result found then brings the record back. (A put that starts after that second look
+    still lands without one: closing that needs the writer's help.)"""
     if isinstance(store, FileResultStore):
         top = store.root / prefix
-        rest = [p for p in top.rglob("*") if p.is_file() and p.name != OWNER]
-        if not rest:
-            (top / OWNER).unlink(missing_ok=True)
-            for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if _results_in(top):
+            return
+        owner = top / OWNER
+        held = owner.with_name(HELD + OWNER)
+        try:
+            os.rename(owner, held)  # held, not deleted: readers still find it meanwhile
+        except FileNotFoundError:
+            return
+        if _results_in(top):
+            put_back(held, owner)
+            return
+        held.unlink(missing_ok=True)
+        for path in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):  # a put racing in: its directory stays
                 if path.is_dir():
                     path.rmdir()
+        with contextlib.suppress(OSError):
             top.rmdir()
     elif isinstance(store, S3ResultStore):
-        others = [k for k in store.keys(prefix) if not k.endswith("/" + OWNER)]
-        if not others:
-            store.delete(owner_key(prefix))
+        if any(not k.endswith("/" + OWNER) for k in store.keys(prefix)):
+            return
+        try:
+            record = store.get(owner_key(prefix))
+        except StoredResultMissing:
+            return
+        store.delete(owner_key(prefix))
+        if any(not k.endswith("/" + OWNER) for k in store.keys(prefix)):
+            store.put(owner_key(prefix), record)
+
+
+def _results_in(top: Path) -> bool:
+    """Any file under a prefix's directory but its owner record: a result, a put in flight
+    (its temporary file), a result a killed sweep held."""
+    return any(p.is_file() and p.name not in (OWNER, HELD + OWNER) for p in top.rglob("*"))
+
+
+# -- The file steps of a sweep, shared with the payload store's (payload_storage.py). ---------
+
+HELD = ".sweep-"
+"""The name prefix a sweep gives a file while it reads its age again (`remove_if_old`)."""
+HELD_GRACE_S = 600.0
+"""How long a held file is left alone by other sweeps (by its ``st_ctime``, which the rename
+set): a sweep holds a file for a ``stat``, so one held longer was left by a killed sweep
+(`put_back_abandoned`)."""
+
+
+class SweepRunning(RuntimeError):
+    """Another sweep of the same directory holds its lock (`sweep_lock`)."""
+
+
+@contextlib.contextmanager
+def sweep_lock(root: Path) -> Iterator[None]:
+    """One sweep at a time per directory (``flock`` on the directory itself, not waiting:
+    no lock file is left in the store): a second sweep would take the first one's held
+    files for a killed sweep's, and the first would then find nothing to put back. A second
+    sweep raises `SweepRunning`. Where directories cannot be locked (some network file
+    systems) the sweep runs unlocked; the held files' grace period still keeps it off a
+    live sweep's files."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SweepRunning(
+                f"another sweep of {root} is running: let it finish, then run this one "
+                "again if needed"
+            ) from None
+        except OSError:
+            pass  # no locks here (see above)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def file_mtime(path: Path) -> float:
+    """When the file was last written (or touched); infinity when it is gone (nothing to
+    delete)."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
+
+
+def read_file(path: Path) -> bytes | None:
+    """The file's bytes, or None when it is not there. While a sweep holds it (renamed to
+    ``.sweep-<name>``), the held file's bytes: the same ones (a sweep renames, never
+    writes; callers with a digest still check it), and a killed sweep's held file stays
+    readable. Not held either: the sweep may have put it back between the two reads, so
+    its own name once more before None."""
+    held = path.with_name(HELD + path.name)
+    for candidate in (path, held, path):
+        try:
+            return candidate.read_bytes()
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def remove_if_old(path: Path, cutoff: float) -> bool:
+    """Delete ``path`` unless it was written or touched after ``cutoff``; True if deleted.
+    It is renamed aside first, then its age read again: a writer that touches or rewrites
+    it before the rename is seen (the file is put back), one after finds the name free and
+    writes a new file (which stays), so nothing written after the decision is lost."""
+    held = path.with_name(HELD + path.name)
+    try:
+        os.rename(path, held)
+    except FileNotFoundError:
+        return False
+    if file_mtime(held) > cutoff:
+        put_back(held, path)
+        return False
+    held.unlink(missing_ok=True)
+    return True
+
+
+def put_back(held: Path, path: Path) -> None:
+    """``held`` under its own name again, unless a file was written under that name since
+    (the newer stays, ``held`` is dropped) or ``held`` is gone (nothing to put back)."""
+    try:
+        os.link(held, path)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        return
+    except OSError:  # a file system without hard links: a rename (may replace a newer one)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(held, path)
+        return
+    held.unlink(missing_ok=True)
+
+
+def put_back_abandoned(held: Path) -> Path | None:
+    """A held file a killed sweep left (held longer than `HELD_GRACE_S`): under its own
+    name again, which is returned, so this sweep judges it like any file (its owner asked)
+    instead of deleting it unasked. None while younger: a sweep that does not share the
+    lock (another machine on a shared volume) may still be deciding about it."""
+    try:
+        changed = held.stat().st_ctime
+    except FileNotFoundError:
+        return None
+    if changed > time.time() - HELD_GRACE_S:
+        return None
+    path = held.with_name(held.name.removeprefix(HELD))
+    put_back(held, path)
+    return path
+
+
+def sweepable_files(top: Path, *, put_back_held: bool) -> list[Path]:
+    """The files under ``top`` a sweep looks at: with ``put_back_held`` (not a dry run),
+    a killed sweep's held files are put back first and listed under their own names, and
+    those still in their grace period are left out."""
+    found: dict[Path, None] = {}
+    for path in list(top.rglob("*")):
+        if not path.is_file():
+            continue
+        if put_back_held and path.name.startswith(HELD):
+            back = put_back_abandoned(path)
+            if back is None:
+                continue
+            path = back
+        found[path] = None
+    return list(found)
 
 
 def default_root() -> Path:

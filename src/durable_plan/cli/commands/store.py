@@ -9,7 +9,8 @@ So the sweep first asks the Temporal server which workflows are running (one vis
 query) and keeps every object of a plan that is; with no server it refuses, unless told
 ``--no-running-check``. Plans start while it walks, so each plan's objects are checked again
 right before they go (`running_plans`, and the stores' sweeps read each object's age again).
-``--dry-run`` lists what would go and deletes nothing.
+``--dry-run`` lists what would go and deletes nothing. One sweep of a directory runs at a
+time (a second says so and stops); any error, the server's included, is one line.
 """
 
 from __future__ import annotations
@@ -17,14 +18,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
-from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_OK, CommandError
+from durable_plan.cli.commands import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_NO_SERVER,
+    EXIT_OK,
+    CommandError,
+)
 from durable_plan.protect.result_store import (
     STORE_ENV,
     FileResultStore,
     IsRunning,
     S3ResultStore,
+    SweepRunning,
     store_from_env,
 )
 
@@ -74,7 +83,14 @@ async def running_plans(args: argparse.Namespace) -> IsRunning:
         if (workflow_id in ids) if chain is None else ((workflow_id, chain) in running):
             return True
         now = asyncio.run_coroutine_threadsafe(running_now(client, workflow_id, chain), loop)
-        return now.result(RECHECK_TIMEOUT_S)
+        try:
+            return now.result(RECHECK_TIMEOUT_S)
+        except TimeoutError:
+            now.cancel()
+            raise TimeoutError(
+                f"the server did not say within {RECHECK_TIMEOUT_S:g} s whether workflow "
+                f"{workflow_id!r} is running"
+            ) from None
 
     return is_running
 
@@ -126,29 +142,67 @@ def _sweep(args: argparse.Namespace, is_running: IsRunning | None) -> int:
         raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {exc}") from None
     if not isinstance(store, FileResultStore | S3ResultStore):
         raise CommandError(EXIT_BAD_INPUT, f"sweep-store: {store!r} has no retention sweep")
-    try:
-        deleted = store.sweep(
+    deleted = _swept(
+        repr(store),
+        lambda: store.sweep(
             older_than_s=older_than,
             is_running=is_running,
             dry_run=dry_run,
             report=_would_delete if dry_run else None,
-        )
-    except Exception as exc:  # the store's own error (S3 credentials, permissions): one line
-        raise CommandError(
-            EXIT_BAD_INPUT, f"sweep-store: {store!r} could not be swept: {exc}"
-        ) from None
-    kept = "" if is_running is None else ", keeping those of running plans"
-    verb = "would delete" if dry_run else "deleted"
-    print(
-        f"{verb} {deleted} stored result(s) older than {args.older_than} from {store!r}{kept}"
-        f"{DRY_RUN_NOTE if dry_run else ''}",
-        flush=True,
+        ),
     )
+    _say(args, f"{deleted} stored result(s)", repr(store), "plans", is_running, dry_run)
     _sweep_payloads(args, older_than, is_running, dry_run)
     return EXIT_OK
 
 
 DRY_RUN_NOTE = " (dry run: nothing deleted)"
+T = TypeVar("T")
+
+
+def _swept(where: str, sweep: Callable[[], T]) -> T:
+    """``sweep()``, its failure one line naming the error: the store's own (S3 credentials,
+    permissions, a file system's), the server's while a plan's owner is asked again (an
+    ``RPCError``, a timeout: nothing more is deleted then), another sweep running."""
+    from temporalio.service import RPCError
+
+    try:
+        return sweep()
+    except SweepRunning as exc:
+        raise CommandError(EXIT_FAILED, f"sweep-store: {exc}") from None
+    except (RPCError, TimeoutError) as exc:
+        raise CommandError(
+            EXIT_NO_SERVER,
+            f"sweep-store: {where} could not be swept (stopped, deleting nothing more): "
+            f"{_error_text(exc)}; check the server at --address, then run it again",
+        ) from None
+    except Exception as exc:
+        raise CommandError(
+            EXIT_BAD_INPUT, f"sweep-store: {where} could not be swept: {_error_text(exc)}"
+        ) from None
+
+
+def _error_text(exc: BaseException) -> str:
+    """``TypeName: message``; the type alone when the message is empty (a bare timeout)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _say(
+    args: argparse.Namespace,
+    what: str,
+    where: str,
+    owners: str,
+    is_running: IsRunning | None,
+    dry_run: bool,
+) -> None:
+    kept = "" if is_running is None else f", keeping those of running {owners}"
+    verb = "would delete" if dry_run else "deleted"
+    print(
+        f"{verb} {what} older than {args.older_than} from {where}{kept}"
+        f"{DRY_RUN_NOTE if dry_run else ''}",
+        flush=True,
+    )
 
 
 def _would_delete(where: str) -> None:
@@ -173,15 +227,23 @@ def _sweep_payloads(
         def running(workflow_id: str) -> bool:
             return check(workflow_id, None)
 
-    deleted = driver.sweep(older_than, running, namespace=args.namespace, dry_run=dry_run)
-    for path in deleted if dry_run else ():
-        _would_delete(str(path))
-    kept = "" if is_running is None else ", keeping those of running workflows"
-    verb = "would delete" if dry_run else "deleted"
-    print(
-        f"{verb} {len(deleted)} stored payload(s) older than {args.older_than} from "
-        f"{driver.root}{kept}{DRY_RUN_NOTE if dry_run else ''}",
-        flush=True,
+    deleted = _swept(
+        str(driver.root),
+        lambda: driver.sweep(
+            older_than,
+            running,
+            namespace=args.namespace,
+            dry_run=dry_run,
+            report=_would_delete if dry_run else None,
+        ),
+    )
+    _say(
+        args,
+        f"{len(deleted)} stored payload(s)",
+        str(driver.root),
+        "workflows",
+        is_running,
+        dry_run,
     )
 
 
