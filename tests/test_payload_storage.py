@@ -310,12 +310,14 @@ async def test_a_plan_through_the_s3_driver(
     temporal_target: str, task_queue: str, s3_endpoint: str
 ) -> None:
     s3 = _s3_client(s3_endpoint)
-    s3.create_bucket(Bucket="plans")
+    # A bucket of its own: test_claim_check's S3 test expects "plans" empty, and the moto
+    # server is shared by the tests of one process.
+    s3.create_bucket(Bucket="payload-plans")
     result, size, refs = await run_with_storage(
-        temporal_target, task_queue, s3_driver("plans", "payloads", client=s3)
+        temporal_target, task_queue, s3_driver("payload-plans", "payloads", client=s3)
     )
     assert result.ok and refs >= 2 and size < 64 * 1024
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="plans")["Contents"]]
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="payload-plans")["Contents"]]
     assert keys and all(k.startswith("payloads/v0/ns/default/") for k in keys)
 
 
