@@ -12,7 +12,8 @@ counted). The mistakes are the kinds models make on dependency edges:
   wrong field     a typo, a synonym, the abbreviation the model expected (``ac``)
   wrong nesting   a field one object too shallow or too deep, a list read as one item
   wrong type      a string field into an integer argument, a whole result, a list, a
-                  literal of the wrong type in ``bind``
+                  literal of the wrong type in ``bind``, strings listed into a list of
+                  numbers (``[steps.a.item, ...]``)
   no shape        the same mistakes on a tool that declares no shape (not caught: honest)
   right type,     a field that exists and has the argument's type but the wrong meaning
   wrong meaning   (no shape can see it)
@@ -238,6 +239,30 @@ async def set_thermostat(celsius: float) -> dict[str, Any]:
     return {"set_to": celsius}
 
 
+async def quote_price(item: str) -> dict[str, Any]:
+    """Quote an item's price.
+
+    Args:
+        item: The item, e.g. "tea".
+
+    Returns:
+        An object shaped {"item": str, "price": float}.
+    """
+    return {"item": item, "price": {"tea": 3.5, "milk": 1.25}.get(item, 2.0)}
+
+
+async def sum_prices(prices: list[float]) -> dict[str, Any]:
+    """Add prices up.
+
+    Args:
+        prices: The prices.
+
+    Returns:
+        An object shaped {"total": float}.
+    """
+    return {"total": sum(prices)}
+
+
 def tools(*, shapes: bool = True) -> ToolRegistry:
     """The corpus's tools; ``shapes=False``: the same tools, declaring none (as before)."""
     registry = ToolRegistry()
@@ -254,6 +279,8 @@ def tools(*, shapes: bool = True) -> ToolRegistry:
         summarize,
         get_weather,
         set_thermostat,
+        quote_price,
+        sum_prices,
     ):
         registry.add(fn, output_schema=None if shapes else {})
     registry.add(web_search, output_schema=SEARCH_SHAPE if shapes else {})
@@ -287,6 +314,12 @@ def _triage(text: str) -> dict[str, Any]:
 
 def _summary(text: str) -> dict[str, Any]:
     return _two(SEARCH, "summarize", text=text)
+
+
+def _prices(prices: str) -> dict[str, Any]:
+    """The issue's fan-out: three quotes, then their sum."""
+    quotes = [{"id": i, "tool": "quote_price", "args": {"item": i}} for i in ("tea", "milk", "jam")]
+    return {"steps": [*quotes, {"id": "sum", "tool": "sum_prices", "bind": {"prices": prices}}]}
 
 
 def _chain(damage: str) -> dict[str, Any]:
@@ -352,6 +385,11 @@ CASES: tuple[Case, ...] = (
     Case("wrong type", "hits as damage", _chain("steps.attack.hits")),
     Case("wrong type", "a string literal as armour", _attack("'15'")),
     Case("wrong type", "the customer object as an address", _email("steps.order.customer")),
+    Case(
+        "wrong type",
+        "item names listed as prices",
+        _prices("[steps.tea.item, steps.milk.item, steps.jam.item]"),
+    ),
     # no shape to check against
     Case(
         "no shape (not caught)",
@@ -376,6 +414,11 @@ CASES: tuple[Case, ...] = (
         "correct",
         "the weather",
         _two(WEATHER, "set_thermostat", celsius="steps.weather.current.temp_c"),
+    ),
+    Case(
+        "correct",
+        "the prices listed",
+        _prices("[steps.tea.price, steps.milk.price, steps.jam.price]"),
     ),
     Case(
         "correct",

@@ -19,6 +19,7 @@ from typing import Any
 from durable_plan.check.arguments import _resolve_ref, _schema_error
 from durable_plan.check.base import MAX_PROBLEMS
 from durable_plan.check.checked import CheckedBody
+from durable_plan.check.constructed import ITEM, ConstructedTypes, Mismatch, Read, location
 from durable_plan.check.dataflow import DataflowChecks, _Parsed
 from durable_plan.check.result_shapes import ResultShape, step_result_shape
 from durable_plan.check.shapes import (
@@ -26,6 +27,7 @@ from durable_plan.check.shapes import (
     Rooted,
     RuledOut,
     ShapeWalker,
+    null_by_default,
     type_words,
     types_overlap,
 )
@@ -65,6 +67,7 @@ class ShapeChecks(DataflowChecks):
         # (its path, then its type): each walk is done once per plan.
         self._walks: dict[tuple[str, ...], Reached | RuledOut] = {}
         self._wanted: dict[tuple[str, str], frozenset[str]] = {}
+        self._present: dict[tuple[str, ...], bool] = {}
         self._comparisons_left = MAX_SUGGESTION_COMPARISONS
         # No tool declares a shape and no step is of a kind whose result is ours: only
         # literals in bind are left to check (most plans of tools without shapes).
@@ -222,6 +225,9 @@ class ShapeChecks(DataflowChecks):
             if expr.literal:
                 self._check_bound_literal(step, tool, name, expr.literal[0], prop, schema, prefix)
                 continue
+            if expr.constructed is not None:
+                self._check_constructed(step, tool, name, expr, prop, schema, prefix, shaped)
+                continue
             path = expr.simple_path
             if not shaped or path is None or path[0] == step.id:
                 continue
@@ -235,17 +241,13 @@ class ShapeChecks(DataflowChecks):
             wanted = self._wanted.get((tool, name))
             if wanted is None:
                 wanted = self._walker.value_types(Rooted(prop, schema))
-                if _null_by_default(prop):
+                if null_by_default(prop):
                     wanted = wanted | {"null"}
                 self._wanted[(tool, name)] = wanted
             if types_overlap(value_types, wanted):
                 continue
             where = "steps." + ".".join(path)
-            fields = [
-                f"{where if len(path) == 1 else 'steps.' + '.'.join(path[:-1])}.{f}"
-                for f, child in self._walker.fields_of(self._parent(result, path, walked))
-                if types_overlap(self._walker.value_types(child), wanted)
-            ]
+            fields = self._fields_of_type(result, path, walked, wanted)
             fix = (
                 f"bind a field that is {type_words(wanted)}: {_listing(fields)}"
                 if fields
@@ -259,6 +261,63 @@ class ShapeChecks(DataflowChecks):
                 step.id,
                 f"{prefix}{name}",
             )
+
+    def _fields_of_type(
+        self, result: ResultShape, path: tuple[str, ...], walked: Reached, wanted: frozenset[str]
+    ) -> list[str]:
+        """Fields beside the one read (``steps.lookup.hp`` for ``steps.lookup.name``) whose
+        type is one of ``wanted``: what to bind instead."""
+        where = "steps." + ".".join(path if len(path) == 1 else path[:-1])
+        return [
+            f"{where}.{f}"
+            for f, child in self._walker.fields_of(self._parent(result, path, walked))
+            if types_overlap(self._walker.value_types(child), wanted)
+        ]
+
+    def _check_constructed(
+        self,
+        step: Step,
+        tool: str,
+        name: str,
+        expr: Expression,
+        prop: Mapping[str, Any],
+        schema: Mapping[str, Any],
+        prefix: str,
+        shaped: bool,
+    ) -> None:
+        """An array or object constructor (``[steps.a.price, steps.b.price]``), typed part
+        by part against the argument (``constructed.py``)."""
+        if expr.constructed is None or len(self.problems) >= MAX_PROBLEMS:
+            return
+
+        def read(path: tuple[str, ...]) -> Read | None:
+            result = self._shape_of(path[0]) if shaped and path[0] != step.id else None
+            walked = self._walk(result, path) if result is not None else None
+            if result is None or not isinstance(walked, Reached):
+                return None  # unknown, or missing (reported as no_field)
+            # join "any": a step it reads may have been not taken, its result undefined.
+            present = step.join != "any" and self._always_has(result, path)
+            return Read(walked, present)
+
+        def suggest(path: tuple[str, ...], wanted: frozenset[str]) -> list[str]:
+            result = self._shape_of(path[0]) if shaped and path[0] != step.id else None
+            walked = self._walk(result, path) if result is not None else None
+            if result is None or not isinstance(walked, Reached):
+                return []
+            return self._fields_of_type(result, path, walked, wanted)
+
+        typer = ConstructedTypes(self._walker, read, suggest)
+        found = typer.mismatch(expr.constructed, [Rooted(prop, schema)], (name,))
+        if found is not None:
+            message, fix = _constructed_problem(found, name, tool)
+            self.add("wrong_type", message, fix, step.id, f"{prefix}{name}")
+
+    def _always_has(self, result: ResultShape, path: tuple[str, ...]) -> bool:
+        """Every result of step ``path[0]`` has ``path[1:]`` (once per plan)."""
+        has = self._present.get(path)
+        if has is None:
+            has = self._present[path] = self._walker.always_has(result.shape, path[1:])
+        return has
 
     def _parent(self, result: ResultShape, path: tuple[str, ...], walked: Reached) -> list[Rooted]:
         """The objects whose fields could be bound instead: the step's result itself for a
@@ -279,7 +338,7 @@ class ShapeChecks(DataflowChecks):
         prefix: str,
     ) -> None:
         """A literal in ``bind`` (``"'15'"``) is checked like one in ``args``."""
-        if value is None and _null_by_default(prop):
+        if value is None and null_by_default(prop):
             return
         sub = dict(prop)
         for key in ("$defs", "definitions"):
@@ -299,10 +358,66 @@ class ShapeChecks(DataflowChecks):
         )
 
 
-def _null_by_default(prop: Mapping[str, Any]) -> bool:
-    """An argument whose default is null takes null (Strands writes ``Optional[int] =
-    None`` as ``{"type": "integer", "default": null}``, and the tool accepts None)."""
-    return "default" in prop and prop["default"] is None
+def _constructed_problem(found: Mismatch, name: str, tool: str) -> tuple[str, str]:
+    """The message and fix for a constructor's part that cannot be the argument's."""
+    at, wanted = location(found.at), found.wanted
+    if found.kind == "missing":
+        missing = ", ".join(f"'{k}'" for k in found.names)
+        extra = [k for k in found.parts if k not in found.names]
+        renames = [
+            f"'{k}' for '{close[0]}'"
+            for k in found.names
+            if (close := difflib.get_close_matches(k, extra[: MAX_LISTED * 8], 1, 0.6))
+        ]
+        fix = "add " + ", ".join(f'"{k}": ...' for k in found.names) + f" to the object at '{at}'"
+        return (
+            f"binding '{name}' builds '{at}' without {missing}, which tool '{tool}' requires",
+            f"did you mean {', '.join(renames)}? ({fix})" if renames else fix,
+        )
+    if found.kind == "unknown":
+        key, parent = found.at[-1], location(found.at[:-1])
+        takes = f"it takes {_listing(found.names)}" if found.names else "it takes no keys"
+        close = difflib.get_close_matches(key, list(found.names[: MAX_LISTED * 8]), 1, 0.5)
+        return (
+            f"binding '{name}' sets '{at}', but tool '{tool}' takes no key '{key}' in "
+            f"'{parent}' ({takes})",
+            f"did you mean '{close[0]}'?" if close else f"remove '{key}' from the object",
+        )
+    if found.at[-1] == ITEM:
+        parent = location(found.at[:-1])
+        inside = "" if len(found.at) == 2 else f" in '{parent}'"
+        which = (
+            ""
+            if all(p in ("a list", "an object") for p in found.parts)
+            else f", which are {type_words(found.found, plural=True)}"
+            if len(found.parts) > 1
+            else f", which is {type_words(found.found)}"
+        )
+        fix = (
+            f"list fields that are {type_words(wanted, plural=True)}: {_listing(found.suggestions)}"
+            if found.suggestions
+            else f"list only {type_words(wanted, plural=True)} in '{parent}'"
+        )
+        if "a list" in found.parts:
+            fix += " (a [...] inside a list stays one item: write its elements in the outer list)"
+        return (
+            f"binding '{name}' lists {_listing(found.parts)}{inside}{which}, but tool "
+            f"'{tool}' takes the items of '{parent}' as {type_words(wanted, plural=True)}",
+            fix,
+        )
+    part = found.parts[0] if found.parts else "a value"
+    if len(found.at) == 1:
+        what = f"binding '{name}' is {part}"
+        fix = f"bind a value that is {type_words(wanted)}"
+        if part == "a list" and "string" in wanted:
+            fix += " ($join([...], ', ') makes one text of a list of strings)"
+    else:
+        which = "" if part in ("a list", "an object") else f", which is {type_words(found.found)}"
+        what = f"binding '{name}' sets '{at}' to {part}{which}"
+        fix = f"set '{at}' to a value that is {type_words(wanted)}"
+    if found.suggestions:
+        fix = f"use a field that is {type_words(wanted)}: {_listing(found.suggestions)}"
+    return f"{what}, but tool '{tool}' takes '{at}' as {type_words(wanted)}", fix
 
 
 def _required(path: tuple[str, ...], expr: Expression) -> bool:

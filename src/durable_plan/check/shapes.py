@@ -340,6 +340,53 @@ class ShapeWalker:
         except (_Unknown, RecursionError):
             return []
 
+    def always_has(self, shape: Rooted, path: Sequence[str]) -> bool:
+        """Every value of ``shape`` has ``path``: each name is a required property of every
+        alternative on the way, and each of them is an object (not a list, which may be
+        empty, nor a value that may be null). Else the path may be undefined (and an
+        array constructor drops it)."""
+        try:
+            alts = self.expand(shape)
+            for name in path:
+                found: list[Rooted] = []
+                for alt in alts:
+                    node = alt.node
+                    required, props = node.get("required"), node.get("properties")
+                    if self.types(alt) != _ONE_TYPE["object"]:
+                        return False
+                    if not (isinstance(required, list) and name in required):
+                        return False
+                    if not (isinstance(props, Mapping) and name in props):
+                        return False
+                    found += self.expand(_child(props[name], alt.root))
+                if len(found) > MAX_ALTERNATIVES * 4:
+                    return False
+                alts = found
+            return True
+        except (_Unknown, RecursionError):
+            return False
+
+    def alternatives(self, at: Rooted) -> list[Rooted] | None:
+        """``expand``, or None when it cannot be told (the value may be anything)."""
+        try:
+            return self.expand(at)
+        except (_Unknown, RecursionError):
+            return None
+
+    def items_of(self, alt: Rooted) -> list[Rooted]:
+        """The schemas an item of a plain array node may have: any of its ``prefixItems``
+        or its ``items`` (anything when it has none). Positions are not kept: an array
+        constructor splices its parts, so which schema an item meets is not known."""
+        return [_child(item, alt.root) for item in _item_schemas(alt.node)]
+
+    def item_types(self, alts: Iterable[Rooted]) -> frozenset[str]:
+        """The JSON types an item of any of these arrays may have."""
+        found: set[str] = set()
+        for alt in alts:
+            for item in self.items_of(alt):
+                found |= self.value_types(item)
+        return frozenset(found)
+
     def value_types(self, at: Rooted) -> frozenset[str]:
         """The JSON types a value of ``at`` may have (every type when unknown)."""
         try:
@@ -465,19 +512,28 @@ def _resolve(ref: str, root: Any) -> Any:
     return target
 
 
-def type_words(types: Iterable[str]) -> str:
-    """``{"integer", "null"}`` -> ``an integer or null`` (in JSON_TYPES order)."""
-    words = {
-        "object": "an object",
-        "array": "a list",
-        "string": "a string",
-        "integer": "an integer",
-        "number": "a number",
-        "boolean": "a boolean",
-        "null": "null",
-    }
-    chosen = [words[t] for t in JSON_TYPES if t in set(types)]
+_WORDS = {
+    "object": ("an object", "objects"),
+    "array": ("a list", "lists"),
+    "string": ("a string", "strings"),
+    "integer": ("an integer", "integers"),
+    "number": ("a number", "numbers"),
+    "boolean": ("a boolean", "booleans"),
+    "null": ("null", "null"),
+}
+
+
+def type_words(types: Iterable[str], *, plural: bool = False) -> str:
+    """``{"integer", "null"}`` -> ``an integer or null`` (in JSON_TYPES order);
+    ``plural``: ``integers or null`` (the items of a list)."""
+    chosen = [_WORDS[t][plural] for t in JSON_TYPES if t in set(types)]
     return " or ".join(chosen) if chosen else "nothing"
+
+
+def null_by_default(prop: Any) -> bool:
+    """An argument whose default is null takes null (Strands writes ``Optional[int] =
+    None`` as ``{"type": "integer", "default": null}``, and the tool accepts None)."""
+    return isinstance(prop, Mapping) and "default" in prop and prop["default"] is None
 
 
 def types_overlap(value: frozenset[str], parameter: frozenset[str]) -> bool:
