@@ -1311,8 +1311,9 @@ def test_the_plan_tool_describes_the_shapes_the_model_cannot_read_elsewhere() ->
         [spec] = [s for s in specs if s["name"] == "submit_workflow_plan"]
         return str(spec["description"])
 
-    # With a registry the plannable tools are listed: each shape beside its tool's name.
-    text = description(WorkflowPlanPlugin(registry=registry()), [])
+    # With a registry the plannable tools are listed: each shape beside its tool's name
+    # (signatures=False: as for an agent sent the tools' own specs, ``test_signatures.py``).
+    text = description(WorkflowPlanPlugin(registry=registry(), signatures=False), [])
     line = next(x for x in text.splitlines() if x.startswith("Tools you can plan: "))
     assert "look_up_monster {name: str, stats: {hp: int, armour: int}, tags: [str]}; " in line
     assert "fetch_order {id: str, customer: {name: str, email: str}, total: float}; " in line

@@ -4,7 +4,10 @@ The spec (name, description, input schema) is sent on every model call of an age
 has the plan tool, so its size is pinned here (characters always; o200k tokens when the
 ``bench`` extra's tokenizer is installed) and held to the seed plan tool's with 1 and 20
 tools. What a first plan needs stays in it; the rules of agent, map, reduce and exit
-steps come with a rejection that found a problem in such a step. Counts only, no timing.
+steps come with a rejection that found a problem in such a step. A plan-only agent (the tools
+only in ``registry=``, signed in the description) sends that one spec: its size is pinned too,
+and an agent sent the tools' own specs as well gets no signatures, so no more than before.
+Counts only, no timing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 from strands import Agent, tool
 
 from bench._tokens import CharsOver4, token_counter
-from bench.spec_size import TOOL_COUNTS, TOOL_NAMES, ours, spec_text
+from bench.spec_size import AGENT_COUNTS, TOOL_COUNTS, TOOL_NAMES, agent_specs, ours, spec_text
 from durable_plan.check import ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.agent_step import AGENT_RULES
 from durable_plan.language.control_steps import EXIT_RULES, MAP_RULES, REDUCE_RULES
@@ -25,9 +28,19 @@ from durable_plan.language.schema import plan_input_schema, plan_tool_descriptio
 from durable_plan.strands.plugin import WorkflowPlanPlugin
 from durable_plan.testing import ScriptedModel, call
 
-SPEC_CHARS = 3151
-SPEC_TOKENS = 779
-"""Ours on a plain agent with one tool (``python -m bench.spec_size``); was 6,482 / 1,607."""
+SPEC_CHARS = 2979
+SPEC_TOKENS = 731
+"""Ours on a plain agent with one tool (``python -m bench.spec_size``); was 6,482 / 1,607,
+then 3,151 / 779 (before the schema left bounds and defaults to the check)."""
+PLAN_ONLY_TOKENS = {1: 755, 8: 997, 20: 973}
+"""All a plan-only agent sends per model call (the plan tool's spec, the tools as signatures
+in its description), with 1, 8 and 20 tools (``bench.spec_size``'s second table)."""
+CODE_MODE_TOKENS = {8: 1066, 20: 1312}
+"""Code Mode's ``run_code`` on the same tools (``temporal-agent-harness`` 0.8.0, measured by
+``python -m bench.spec_size``); with one tool its fixed contract is smaller than ours (469)."""
+PLAN_AND_DIRECT_BEFORE = {1: 833, 8: 1451, 20: 1686}
+"""The plan tool and each tool's own spec, before signatures: what plan + direct may not
+exceed."""
 SEED_CHARS = 4104
 SEED_TOKENS = 1012
 """strands-plan-tool 0.4.0's spec, measured by ``python -m bench.spec_size`` (it lists no
@@ -41,6 +54,35 @@ ok: bool}`` beside its name (``python -m bench.spec_size``'s "return shapes" row
 def _tokens(text: str) -> int | None:
     counter = token_counter("auto")
     return None if isinstance(counter, CharsOver4) else counter.count(text)
+
+
+@pytest.mark.parametrize("count", AGENT_COUNTS)
+def test_a_plan_only_agent_sends_one_spec_of_pinned_size(count: int) -> None:
+    specs = agent_specs(count, direct=False)
+    assert [s["name"] for s in specs] == ["submit_workflow_plan"]
+    description = specs[0]["description"]
+    # Each tool's arguments are in it: the model can plan without the tools' own specs.
+    assert description.count("(") >= count and "a single call is a plan of one step" in description
+    tokens = _tokens(spec_text(specs[0]))
+    if tokens is None:
+        pytest.skip("no tokenizer: pip install -e '.[bench]' pins the tokens")
+    pinned = PLAN_ONLY_TOKENS[count]
+    assert 0.8 * pinned <= tokens <= MARGIN * pinned, tokens
+    if count in CODE_MODE_TOKENS:
+        assert tokens <= CODE_MODE_TOKENS[count], tokens
+
+
+@pytest.mark.parametrize("count", AGENT_COUNTS)
+def test_plan_plus_direct_is_no_larger_than_before_signatures(count: int) -> None:
+    specs = agent_specs(count, direct=True)
+    assert len(specs) == count + 1
+    [plan_tool] = [s for s in specs if s["name"] == "submit_workflow_plan"]
+    assert "(arg?: optional)" not in plan_tool["description"]  # no signature repeats a spec
+    counts = [_tokens(spec_text(s)) for s in specs]
+    if None in counts:
+        pytest.skip("no tokenizer: pip install -e '.[bench]' pins the tokens")
+    total = sum(c or 0 for c in counts)
+    assert total <= PLAN_AND_DIRECT_BEFORE[count], total
 
 
 def test_the_spec_size_is_pinned() -> None:
@@ -283,6 +325,20 @@ def test_spec_size_report_compares_with_the_seed() -> None:
     assert "`python -m bench.spec_size`" in text and "machine: x" in text
     assert "| durable-plan | 1 | 1407 | 1631 | 3151 | 779 | -23% |" in text
     assert "target ours <= seed: met" in text
+
+
+def test_spec_size_reports_tokens_per_call_beside_code_mode() -> None:
+    from bench.spec_size import PLAN_AND_DIRECT, PLAN_ONLY, CallRow, call_report
+
+    rows = [CallRow(PLAN_ONLY, 1, 1, 755, 755), CallRow(PLAN_AND_DIRECT, 8, 9, 849, 1403)]
+    text = call_report(rows, {1: 469, 8: 1066})
+    assert "Code Mode run_code (same tools, measured here)" in text
+    assert "| plan-only | 1 | 1 | 755 | 755 | 469 | +61% |" in text
+    assert "| plan + direct | 8 | 9 | 849 | 1403 | 1066 | +32% |" in text
+    assert "target plan-only <= Code Mode's run_code: NOT met at 1" in text
+    issue = call_report([CallRow(PLAN_ONLY, 20, 1, 973, 973)])  # Code Mode not measured here
+    assert "issue 53's figures" in issue and "| 973 | 1305 | -25% |" in issue
+    assert "run_code: met (tools)" in issue
 
 
 def test_breakeven_reports_the_spec_tokens_and_the_break_even_depth() -> None:

@@ -104,3 +104,36 @@ class _Writer:
 
 def _child(node: Any, root: Any) -> Rooted:
     return node if isinstance(node, Rooted) else Rooted(node, root)
+
+
+def describe_signature(
+    name: str,
+    input_schema: Mapping[str, Any],
+    description: str = "",
+    output_schema: Mapping[str, Any] | None = None,
+) -> str:
+    """A tool as one line for a model that sees no spec of its own:
+    ``fetch_order(order_id: str, full?: bool) -> {id: str, total: float}: Fetch an order.``
+
+    Typed arguments (``?`` marks an optional one), the return shape when one is declared and
+    the description's first line: what writing a step needs, at a tenth of the tool's spec
+    (whose argument descriptions and examples stay with the tool itself)."""
+    props = input_schema.get("properties")
+    props = props if isinstance(props, Mapping) else {}
+    required = input_schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    args = ", ".join(
+        f"{arg}{'' if arg in needed else '?'}: "
+        f"{describe_shape(sub, MAX_ARG_CHARS) if isinstance(sub, Mapping) else 'any'}"
+        for arg, sub in props.items()
+    )
+    returns = f" -> {describe_shape(output_schema)}" if output_schema is not None else ""
+    first = next((line.strip() for line in description.splitlines() if line.strip()), "")
+    about = f": {first[:MAX_ABOUT_CHARS]}" if first and first != name else ""
+    return f"{name}({args}){returns}{about}"
+
+
+MAX_ARG_CHARS = 80
+"""One argument's type in a signature; a longer one is cut to ``{...}`` deeper down."""
+MAX_ABOUT_CHARS = 120
+"""The description's first line in a signature, at most."""

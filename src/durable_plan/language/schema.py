@@ -25,6 +25,12 @@ from durable_plan.language.plan import DEFAULT_MAX_STEPS, STEP_ID_PATTERN, Plan
 PLAN_TOOL_NAME = "submit_workflow_plan"
 
 
+_LEFT_TO_THE_CHECK = frozenset(
+    {"default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength"}
+)
+"""Schema keywords left out of what the model is sent (``_shorten``)."""
+
+
 def plan_input_schema() -> dict[str, Any]:
     """JSON schema of a plan with every ``$ref`` inlined, as short as it can say the same."""
     schema = Plan.model_json_schema()
@@ -52,7 +58,11 @@ def _shorten(node: Any, *, id_pattern: bool = True) -> Any:
     ``title`` repeats the property name; ``anyOf [X, null]`` with ``default: null`` is
     ``X`` left out; ``additionalProperties: {}`` allows what is allowed anyway; a
     model's docstring (``description`` beside ``properties``) is for Python readers;
-    the step id pattern is said once, on ``id`` (``after`` and ``returns`` name ids).
+    the step id pattern is said once, on ``id`` (``after`` and ``returns`` name ids); a
+    number's bounds, a string's least length and a field's default are the check's to
+    enforce, and its rejection states them (``step 'a', field 'retries': Input should be
+    less than or equal to 10``): a model that never exceeds them need not read them on
+    every call.
     """
     if isinstance(node, list):
         return [_shorten(v, id_pattern=id_pattern) for v in node]
@@ -71,6 +81,8 @@ def _shorten(node: Any, *, id_pattern: bool = True) -> Any:
         return _shorten({**kept, **rest}, id_pattern=id_pattern)
     for key, value in node.items():
         if key == "title" and isinstance(value, str):
+            continue
+        if key in _LEFT_TO_THE_CHECK:
             continue
         if key == "additionalProperties" and value == {}:
             continue
@@ -91,21 +103,36 @@ def plan_tool_description(
     *,
     mcp_servers: Sequence[str] = (),
     returns: Mapping[str, str] | None = None,
+    signatures: Mapping[str, str] | None = None,
 ) -> str:
     """The tool description: when to plan, the expressions, the step kinds, reuse, the check.
 
     ``plannable`` is listed when given (None: every tool the model sees); ``mcp_servers``
     adds the one line on MCP tools' plan names, only for an agent that has such servers;
-    ``returns`` (tool name -> its return shape in a few words) the line on what tools return.
+    ``returns`` (tool name -> its return shape in a few words) the line on what tools return;
+    ``signatures`` (tool name -> the tool as one line, ``check.shape_text.describe_signature``)
+    stand for the specs of plannable tools the model is not sent, one line each.
     """
     shapes = dict(returns or {})
-    if plannable is None:
-        tools = ""
+    typed = dict(signatures or {})
+    if plannable is None:  # every tool the model sees; those it does not see, signed
+        tools = "".join(f"\n{line}" for line in typed.values())
+        tools = f"\nAlso plannable (arg?: optional):{tools}" if tools else ""
     elif plannable:
         # A shape goes beside its tool's name; with shapes, "; " parts the tools (their
-        # shapes have commas of their own).
-        listed = [f"{name} {shapes.pop(name)}" if name in shapes else name for name in plannable]
-        tools = f"\nTools you can plan: {('; ' if returns else ', ').join(listed)}."
+        # shapes have commas of their own). A tool with a signature has a line of its own.
+        listed = [
+            f"{name} {shapes.pop(name)}" if name in shapes else name
+            for name in plannable
+            if name not in typed
+        ]
+        lined = [typed[name] for name in plannable if name in typed]
+        tools = (
+            f"\nTools you can plan: {('; ' if returns else ', ').join(listed)}." if listed else ""
+        )
+        if lined:
+            head = "Also plannable" if listed else "Tools you can plan"
+            tools += f"\n{head} (arg?: optional):\n" + "\n".join(lined)
     else:
         tools = "\nNo tool can be planned now (plannable is empty): call tools directly."
     shaped = (
@@ -118,10 +145,16 @@ def plan_tool_description(
         if mcp_servers
         else ""
     )
+    # A model that reaches the tools only through plans (each one signed) plans one call too.
+    single = (
+        "a single call is a plan of one step"
+        if plannable and all(name in typed for name in plannable)
+        else "for a single call, call the tool directly"
+    )
     return (
         "Run several tool calls as one plan, without asking you between them: use it when you "
         "know which tools to call and later calls take their arguments from earlier results; "
-        "for a single call, call the tool directly.\n"
+        f"{single}.\n"
         'Expressions ("bind", "when") are JSONata over {"steps": {<id>: <result>}}: = not ==, '
         "$not(x) not !, quote strings. Reading steps.<id> waits for that step; a path that "
         "matches nothing fails the step, so read each tool's documented return shape. "

@@ -24,7 +24,7 @@ class PlanTool(AgentTool):
         super().__init__()
         self._plugin = plugin
         self._spec: ToolSpec | None = None
-        self._described: tuple[list[str] | None, dict[str, str]] | None = None
+        self._described: tuple[list[str] | None, dict[str, str], dict[str, str]] | None = None
 
     @property
     def tool_name(self) -> str:
@@ -39,7 +39,7 @@ class PlanTool(AgentTool):
         if self._spec is not None and not self._plugin._mcp_servers:
             return self._spec
         # MCP servers list their tools as the conversation goes: describe them afresh.
-        described = (self._plugin.described_plannable(), self._plugin.described_returns())
+        described = (self._plugin.described_plannable(), *self._plugin.described_tools())
         if self._spec is None or described != self._described:
             self._described = described
             self._spec = {
@@ -49,6 +49,7 @@ class PlanTool(AgentTool):
                     self._plugin.max_steps,
                     mcp_servers=sorted(self._plugin._mcp_servers),
                     returns=described[1],
+                    signatures=described[2],
                 ),
                 "inputSchema": {"json": plan_input_schema()},
             }

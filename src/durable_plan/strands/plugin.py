@@ -30,7 +30,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.check.shape_text import describe_shape
+from durable_plan.check.shape_text import describe_shape, describe_signature
 from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS
 from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
@@ -131,6 +131,12 @@ class WorkflowPlanPlugin(Plugin):
         plan_stream: durably, the conversation workflow's ``WorkflowStream`` (made in its
             ``__init__``): each plan it starts is announced on the ``plans`` topic, so a
             caller can follow every plan's steps (``conversation_events``).
+        signatures: state each plannable tool in the plan tool's description as a typed
+            signature (arguments, return shape, the first line of its description), so a
+            model can plan with tools whose own specs it is not sent: an agent given the
+            tools only through ``registry=`` (tools=[]) sends the plan tool's spec alone.
+            None (default): a signature for each plannable tool the agent does not carry
+            itself (the model reads the others' own specs); True: for every one; False: none.
     """
 
     name = PLUGIN_NAME
@@ -155,8 +161,10 @@ class WorkflowPlanPlugin(Plugin):
         hooked_tools: Sequence[str] | None = None,
         hook_relay_bytes: int = DEFAULT_HOOK_RELAY_BYTES,
         plan_stream: Any = None,
+        signatures: bool | None = None,
     ) -> None:
         super().__init__()
+        self.signatures = signatures
         self.plan_stream = plan_stream
         self.plan_options = durable_plan_options(plan_options)
         """Extra fields of each durable plan's ``PlanInput`` (``store_over_bytes``,
@@ -529,44 +537,63 @@ class WorkflowPlanPlugin(Plugin):
                 return None
         return self.catalog(registry, durable=durable).plannable
 
-    def described_returns(self) -> dict[str, str]:
-        """The return shapes the plan tool's description states, by plannable tool: those
-        the model reads nowhere else (from an annotation, an ``output_schema=`` option or
-        an MCP server's ``outputSchema``); a docstring's ``Returns:`` line is in the tool's
-        own description already, and the spec's size is paid on every model call.
+    def described_tools(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What the plan tool's description states of each plannable tool: its return shape
+        (tool name -> shape) and, for a tool the model is not sent a spec of, its signature
+        (tool name -> one line; ``signatures``). A shape stated is one the model reads
+        nowhere else (from an annotation, an ``output_schema=`` option or an MCP server's
+        ``outputSchema``): a docstring's ``Returns:`` line is in the tool's own description
+        already, and the spec's size is paid on every model call. A signature carries its
+        tool's shape, whatever declared it.
 
         Never raises: Strands reads the spec before every model call, and a spec without
-        the shapes is still a spec (a submitted plan meets the same error, as a message)."""
+        them is still a spec (a submitted plan meets the same error, as a message)."""
         try:
-            return self._described_returns()
+            return self._described_tools()
         except Exception as exc:
             if isinstance(exc, _WORKFLOW_INTERNALS):
                 raise
-            return {}
+            return {}, {}
 
-    def _described_returns(self) -> dict[str, str]:
+    def _described_tools(self) -> tuple[dict[str, str], dict[str, str]]:
         if self.plannable == []:
-            return {}
+            return {}, {}
         durable = workflow.in_workflow()
         registry = self.registry
         if registry is None and self._agent is not None and not durable:
             registry = self._registry_for(self._agent, durable)
         if registry is None:
-            return {}
+            return {}, {}
         if self._mcp_servers:
             # Two tools sharing a name: the registry's own tools are still described.
             with contextlib.suppress(ValueError):
                 registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
         plannable = set(self.catalog(registry, durable=durable).plannable)
         shapes: dict[str, str] = {}
+        signatures: dict[str, str] = {}
         for tool in registry:
+            if tool.name not in plannable:
+                continue
             shape = tool.options.output_schema
-            if shape is None or tool.name not in plannable:
-                continue
-            if docstring_shape(tool.description) == shape:
-                continue
-            shapes[tool.name] = describe_shape(shape)
-        return shapes
+            if self._needs_signature(tool.name):
+                signatures[tool.name] = describe_signature(
+                    tool.name, tool.input_schema, tool.description, shape
+                )
+            elif shape is not None and docstring_shape(tool.description) != shape:
+                shapes[tool.name] = describe_shape(shape)
+        return shapes, signatures
+
+    def _needs_signature(self, name: str) -> bool:
+        """Whether the model needs ``name``'s signature in the plan tool's description: with
+        ``signatures=None``, when the agent does not send the tool's own spec (an MCP tool,
+        ``<server>__<tool>``, is sent by its server's client)."""
+        if self.signatures is not None:
+            return self.signatures
+        if self._agent is None:
+            return True
+        carried = getattr(getattr(self._agent, "tool_registry", None), "registry", {})
+        server, sep, _ = name.partition("__")
+        return name not in carried and not (sep and server in self._mcp_servers)
 
 
 def _report_of(block: Any) -> dict[str, Any] | None:
