@@ -205,3 +205,33 @@ def test_a_temporal_agents_direct_tools_count_as_carried() -> None:
     agent = _agent(WorkflowPlanPlugin(registry=registry), durable_tools(registry))
     text = _plan_tool_description(agent)  # the README's TemporalAgent setup: names, no signatures
     assert "Tools you can plan: fetch_order {order_id: str, total: float}; refund." in text
+
+
+def test_an_argument_defined_by_a_ref_keeps_its_type() -> None:
+    """Strands and MCP keep ``$defs`` at the top of the input schema: a pydantic-model
+    argument read as ``any``, the argument a plan-only model most needs typed."""
+    schema = {
+        "type": "object",
+        "properties": {"line": {"$ref": "#/$defs/Line"}},
+        "required": ["line"],
+        "$defs": {
+            "Line": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}},
+                "required": ["sku", "qty"],
+            }
+        },
+    }
+    line = describe_signature("order", schema, "Order one line.")
+    assert line == "order(line: {sku: str, qty: int, ...}): Order one line.", line  # open
+
+
+def test_a_signature_is_bounded_whatever_its_arguments() -> None:
+    """300 arguments made a 4,377-character line sent on every model call; a malformed
+    ``required`` (not names) dropped every tool's signature."""
+    props = {f"argument_number_{i}": {"type": "string"} for i in range(300)}
+    line = describe_signature("wide", {"type": "object", "properties": props}, "Wide.")
+    assert len(line) < 800, len(line)
+    assert "more)" in line and line.endswith(": Wide.")
+    odd = {"type": "object", "properties": {"a": {"type": "string"}}, "required": [{"x": 1}]}
+    assert describe_signature("odd", odd) == "odd(a?: str)"

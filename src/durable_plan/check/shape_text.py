@@ -27,11 +27,16 @@ _NAMES = {
 }
 
 
-def describe_shape(shape: Mapping[str, Any], max_chars: int = MAX_SHAPE_CHARS) -> str:
-    """The shape as one short line (cut shallower until it fits ``max_chars``)."""
+def describe_shape(
+    shape: Mapping[str, Any],
+    max_chars: int = MAX_SHAPE_CHARS,
+    root: Mapping[str, Any] | None = None,
+) -> str:
+    """The shape as one short line (cut shallower until it fits ``max_chars``). ``root``: the
+    schema whose ``$defs`` its ``$ref``s name (an argument's schema is part of its tool's)."""
     text = "any"
     for depth in (3, 2, 1):
-        text = _Writer(ShapeWalker(2_000), depth).write(Rooted(shape, shape), 0)
+        text = _Writer(ShapeWalker(2_000), depth).write(Rooted(shape, root or shape), 0)
         if len(text) <= max_chars:
             return text
     return text[: max_chars - 4] + "...}" if text.startswith("{") else text[:max_chars]
@@ -121,12 +126,20 @@ def describe_signature(
     props = input_schema.get("properties")
     props = props if isinstance(props, Mapping) else {}
     required = input_schema.get("required")
-    needed = set(required) if isinstance(required, list) else set()
-    args = ", ".join(
-        f"{arg}{'' if arg in needed else '?'}: "
-        f"{describe_shape(sub, MAX_ARG_CHARS) if isinstance(sub, Mapping) else 'any'}"
-        for arg, sub in props.items()
-    )
+    needed = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+    written: list[str] = []
+    used = 0
+    for arg, sub in props.items():
+        kind = (
+            describe_shape(sub, MAX_ARG_CHARS, input_schema) if isinstance(sub, Mapping) else "any"
+        )
+        one = f"{' '.join(str(arg).split())[:MAX_ARG_CHARS]}{'' if arg in needed else '?'}: {kind}"
+        if used + len(one) > MAX_ARGS_CHARS:  # whole arguments only; the rest counted
+            written.append(f"...(+{len(props) - len(written)} more)")
+            break
+        written.append(one)
+        used += len(one) + 2
+    args = ", ".join(written)
     returns = f" -> {describe_shape(output_schema)}" if output_schema is not None else ""
     first = next((line.strip() for line in description.splitlines() if line.strip()), "")
     about = f": {first[:MAX_ABOUT_CHARS]}" if first and first != name else ""
@@ -134,6 +147,9 @@ def describe_signature(
 
 
 MAX_ARG_CHARS = 80
-"""One argument's type in a signature; a longer one is cut to ``{...}`` deeper down."""
+"""One argument's type (and name) in a signature; a longer one is cut to ``{...}`` deeper
+down."""
+MAX_ARGS_CHARS = 600
+"""A signature's arguments in all: one tool's line is sent on every model call."""
 MAX_ABOUT_CHARS = 120
 """The description's first line in a signature, at most."""
