@@ -21,3 +21,19 @@ class RecordedFactWorkflow:
         if stored:  # a command only one answer makes: a replay that answered otherwise fails
             await workflow.sleep(timedelta(milliseconds=1))
         return stored
+
+
+@workflow.defn
+class ChangingFactWorkflow:
+    """The process's answer changes between two asks of one run (a worker of the same
+    process set up otherwise, or storage configured later): the run keeps its first."""
+
+    @workflow.run
+    async def run(self) -> list[bool]:
+        first = recorded_fact(STORAGE_RECORDED, payload_limits.workers_store_payloads())
+        payload_limits._stored = True  # the process now says otherwise (a test's stand-in)
+        await workflow.sleep(timedelta(milliseconds=1))
+        second = recorded_fact(STORAGE_RECORDED, payload_limits.workers_store_payloads())
+        if second:
+            await workflow.sleep(timedelta(milliseconds=1))
+        return [first, second]

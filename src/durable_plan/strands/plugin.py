@@ -575,12 +575,18 @@ class WorkflowPlanPlugin(Plugin):
             if tool.name not in plannable:
                 continue
             shape = tool.options.output_schema
-            if self._needs_signature(tool.name):
-                signatures[tool.name] = describe_signature(
-                    tool.name, tool.input_schema, tool.description, shape
-                )
-            elif shape is not None and docstring_shape(tool.description) != shape:
-                shapes[tool.name] = describe_shape(shape)
+            try:  # one tool's odd schema costs its own line, not every tool's
+                if self._needs_signature(tool.name):
+                    signatures[tool.name] = describe_signature(
+                        tool.name, tool.input_schema, tool.description, shape
+                    )
+                elif shape is not None and docstring_shape(tool.description) != shape:
+                    shapes[tool.name] = describe_shape(shape)
+            except Exception as exc:
+                if isinstance(exc, _WORKFLOW_INTERNALS):
+                    raise
+                if self._needs_signature(tool.name):
+                    signatures[tool.name] = f"{tool.name}(...)"
         return shapes, signatures
 
     def _needs_signature(self, name: str) -> bool:

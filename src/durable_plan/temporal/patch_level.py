@@ -24,7 +24,9 @@ back. Workflow code.
 
 from __future__ import annotations
 
+import weakref
 from types import MappingProxyType
+from typing import Any
 
 from temporalio import workflow
 
@@ -118,6 +120,17 @@ def recorded_fact(marker_id: str, fact: bool) -> bool:
     `durable-plan replay`, may see another answer): the first ask of a run records a marker
     when ``fact`` is true, and every replay reads the marker, never the process. Asked only
     where the answer matters (so a run that never needs it records nothing)."""
-    if workflow.unsafe.is_replaying():
-        return workflow.patched(marker_id)
-    return workflow.patched(marker_id) if fact else False
+    answers = _FIRST_ANSWERS.setdefault(workflow.instance(), {})
+    if marker_id not in answers:
+        # The first answer holds for the run: a first False records nothing, and a later
+        # True would record a marker that a replay, whose first ask (replaying) already
+        # answered False, never takes (the SDK keeps a patch's first answer per run).
+        if workflow.unsafe.is_replaying() or fact:
+            answers[marker_id] = workflow.patched(marker_id)
+        else:
+            answers[marker_id] = False
+    return answers[marker_id]
+
+
+_FIRST_ANSWERS: weakref.WeakKeyDictionary[Any, dict[str, bool]] = weakref.WeakKeyDictionary()
+"""Per workflow instance (one per run; a replay makes its own): each fact's first answer."""
