@@ -492,3 +492,10 @@ def test_a_field_surely_there_of_another_type_is_refused(
     with pytest.raises(PlanRejected) as caught:
         check_plan({"steps": steps}, catalog=catalog)
     assert f"lists steps.src.{field}, which is" in caught.value.problems[0].message
+
+
+def test_a_predicate_on_the_root_is_not_a_plain_path() -> None:
+    """``$[1].steps.a.item`` is undefined at run time (the root is one object): it was typed
+    as ``steps.a.item``, surely there, and this correct plan (``[2.5]``) refused."""
+    accepted("sum_prices", prices="[$[1].steps.a.item, 2.5]")
+    accepted("sum_prices", prices="[$[false].steps.a.item, steps.a.price]")

@@ -309,3 +309,15 @@ async def test_a_server_error_while_sweeping_payloads_is_one_line(tmp_path: Path
     with result_store.sweep_lock(tmp_path / PAYLOADS_DIR), pytest.raises(CommandError) as err:
         _sweep(sweep_args(tmp_path), lambda workflow_id, chain: False)
     assert "another sweep of" in str(err.value)
+
+
+def test_sweeps_import_and_run_without_fcntl(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``import fcntl`` at the top made the result store (and 22 modules through it)
+    unimportable where there is none (Windows): a sweep there runs unlocked."""
+    from durable_plan.protect import result_store
+
+    monkeypatch.setattr(result_store, "fcntl", None)
+    with result_store.sweep_lock(tmp_path):
+        pass

@@ -285,6 +285,8 @@ def _form(node: Any, depth: int) -> Form | None:
 def _path_form(parts: list[Any]) -> PathForm | None:
     """``steps.a.x`` (or ``$.steps.a.x``, ``$$.steps.a.x``) of names only."""
     if parts and getattr(parts[0], "type", None) == "variable" and parts[0].value in ("", "$"):
+        if not _only(parts[0], _PLAIN):
+            return None  # ``$[1].steps.a.x``: a predicate on the root, undefined at run time
         parts = parts[1:]  # at a constructor's top the context is the root
     if len(parts) < 2 or not _is_name(parts[0], "steps"):
         return None

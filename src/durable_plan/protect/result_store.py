@@ -20,7 +20,6 @@ Stores are called from activities only (never from workflow code), through
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +33,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import quote
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): sweeps run unlocked, the grace period holds
+    fcntl = None  # type: ignore[assignment]
 
 STORE_ENV = "DURABLE_PLAN_STORE"
 """A directory, or ``s3://bucket/prefix``: the store ``store_from_env`` builds."""
@@ -435,10 +439,15 @@ def sweep_lock(root: Path) -> Iterator[None]:
     sweep raises `SweepRunning`. Where directories cannot be locked (some network file
     systems) the sweep runs unlocked; the held files' grace period still keeps it off a
     live sweep's files."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # a directory that cannot be opened (Windows): unlocked, as above
+        yield
+        return
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise SweepRunning(
                 f"another sweep of {root} is running: let it finish, then run this one "
