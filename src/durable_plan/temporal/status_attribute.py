@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 from temporalio.worker import Plugin, WorkerConfig
 
 from durable_plan.temporal.plan_status import PLAN_STATUS_ATTRIBUTE
@@ -67,14 +67,16 @@ async def namespace_has_plan_status(client: Client, timeout: timedelta = ASK_TIM
             ListSearchAttributesRequest(namespace=client.namespace), timeout=timeout
         )
     except RPCError as exc:
-        if exc.status == RPCStatusCode.DEADLINE_EXCEEDED:
-            _log.warning(
-                "durable-plan: the server did not say within %.1f s whether namespace %s has "
-                "the PlanStatus search attribute: taken as not registered (plans show their "
-                "status in their current details only)",
-                timeout.total_seconds(),
-                client.namespace,
-            )
+        # Whatever the status (a deadline this short may also come back as CANCELLED or
+        # UNKNOWN from the transport): said once, in words.
+        _log.warning(
+            "durable-plan: the server did not say within %.1f s whether namespace %s has "
+            "the PlanStatus search attribute (%s): taken as not registered (plans show their "
+            "status in their current details only)",
+            timeout.total_seconds(),
+            client.namespace,
+            exc.status.name if exc.status is not None else "no status",
+        )
         return False
     kind = response.custom_attributes.get(PLAN_STATUS_ATTRIBUTE)
     return kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
