@@ -199,3 +199,100 @@ print("LOADED", loaded)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "{'s': 3}" in done.stdout
     assert "LOADED []" in done.stdout, done.stdout
+
+
+def _parsed(path: Path) -> ast.Module:
+    gc.disable()  # see imports_of
+    try:
+        return ast.parse(path.read_text(), filename=str(path))
+    finally:
+        gc.enable()
+
+
+def _load_time_imports(nodes: list[ast.AST]) -> list[ast.Import | ast.ImportFrom]:
+    """The imports a module runs (or a type checker reads) when it is loaded: at module
+    level, inside ``if TYPE_CHECKING:``, ``try``, ``with`` and class bodies; never inside
+    a function (that one runs on a call: the layer rules above see it)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    found += _load_time_imports(inner)
+    return found
+
+
+def module_import_graph() -> dict[str, set[str]]:
+    """Module -> the ``durable_plan`` modules it imports at module level. Relative imports
+    are resolved; ``from x import y`` reaches ``x.y`` when ``y`` is a submodule, else ``x``
+    (a package's ``__init__`` is not counted as imported by its children's own imports)."""
+    paths = {module_name(path): path for path in sorted(SRC.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = _parsed(path)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        reached: set[str] = set()
+        for node in _load_time_imports(list(tree.body)):
+            if isinstance(node, ast.Import):
+                reached |= {alias.name for alias in node.names}
+                continue
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            subs = {f"{target}.{a.name}" for a in node.names} & paths.keys()
+            reached |= subs
+            if len(subs) < len(node.names):
+                reached.add(target)
+        graph[name] = {t for t in reached if t in paths and t != name}
+    return graph
+
+
+def test_no_import_cycle() -> None:
+    """No module imports, at module level (``TYPE_CHECKING`` blocks included), a module
+    that imports it back, directly or through others: each module can be read, moved and
+    tested after what it imports. Two modules that need each other share a piece that
+    belongs in a module below both, or one of them takes a plain value."""
+    from graphlib import CycleError, TopologicalSorter
+
+    graph = module_import_graph()
+    assert "durable_plan.run.items" in graph["durable_plan.run.engine"]  # not vacuous
+    assert "durable_plan.expressions" in graph["durable_plan.run.binding"]
+    assert "durable_plan" not in graph["durable_plan.run.binding"]  # a submodule, not root
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        cycle = " -> ".join(exc.args[1])
+        pytest.fail(f"import cycle: {cycle}; move the shared piece into a module below both")
+
+
+def test_each_class_is_defined_once() -> None:
+    """One name per thing: a class defined in two modules is two classes, and an
+    ``except`` written for one misses the other (``PlanFailed`` was, in the plan tool and
+    in the client). Other import paths re-export the one class."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in _parsed(path).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module_name(path))
+    assert {name: mods for name, mods in where.items() if len(mods) > 1} == {}
+
+
+def test_plan_failed_is_one_class() -> None:
+    """Every import path of ``PlanFailed`` names the same class, so ``except PlanFailed``
+    holds whichever path raised it (the client's ``PlanHandle.result``, the plugin's
+    durable path) and it stays a ``RuntimeError``."""
+    from durable_plan.strands.plan_tool import PlanFailed as from_plan_tool
+    from durable_plan.temporal import PlanFailed as from_package
+    from durable_plan.temporal.client import PlanFailed as from_client
+    from durable_plan.temporal.failures import PlanFailed
+
+    assert from_plan_tool is from_client is from_package is PlanFailed
+    assert issubclass(PlanFailed, RuntimeError)
+    failed = PlanFailed("the child workflow failed")
+    assert failed.salvage is None and str(failed) == "the child workflow failed"

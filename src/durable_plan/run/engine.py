@@ -345,7 +345,13 @@ class PlanRun:
 
     def item_run(self, call: StepCall) -> ItemRun:
         """The items of a map or reduce call (``StepError`` if ``over`` is not a usable list)."""
-        return ItemRun(self, self._checked.steps[call.step_id], call)
+        return ItemRun(
+            self._checked.steps[call.step_id],
+            call,
+            binder=self.binder,
+            events=self.events,
+            on_error=self._checked.plan.on_error,
+        )
 
     def _end(
         self, sid: str, status: StepStatus, error: str | None, duration_ms: float, attempts: int

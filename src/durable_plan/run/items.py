@@ -12,6 +12,9 @@ finish and skips the unstarted ones, and the step fails naming the item;
 under ``"continue"`` a failed item's slot holds its error and the step
 counts the failures. A reduce stops at its first failure either way: the
 accumulator after a failed item is not something a later step can trust.
+
+It takes what it uses of the plan's run (the binder, the event emitter, ``on_error``)
+as values, so it does not import ``PlanRun``, which imports it: no import cycle.
 """
 
 from __future__ import annotations
@@ -31,12 +34,22 @@ REDUCE_STORED_MESSAGE = (
 
 if TYPE_CHECKING:
     from durable_plan.check import CheckedStep
+    from durable_plan.language.plan import OnError
+    from durable_plan.run.binding import Binder
     from durable_plan.run.calls import StepCall
-    from durable_plan.run.engine import PlanRun
+    from durable_plan.run.events import Emitter
 
 
 class ItemRun:
-    def __init__(self, plan: PlanRun, cs: CheckedStep, call: StepCall) -> None:
+    def __init__(
+        self,
+        cs: CheckedStep,
+        call: StepCall,
+        *,
+        binder: Binder,
+        events: Emitter,
+        on_error: OnError,
+    ) -> None:
         assert cs.body is not None
         items = call.args.get("over")
         if not isinstance(items, list):
@@ -46,14 +59,15 @@ class ItemRun:
                 f"'over' gave {len(items)} items; the limit is {MAX_ITEMS}: split the list "
                 "over several steps or plans"
             )
-        self._plan = plan
+        self._binder = binder
+        self._events = events
         self._cs = cs
         self._body = cs.body
         self._call = call
         self._items = items
         self._reduce = cs.step.tool == REDUCE
         self._cap = 1 if self._reduce else int(call.args.get("concurrency", DEFAULT_CONCURRENCY))
-        self._fail_fast = self._reduce or plan.checked.plan.on_error == "fail_fast"
+        self._fail_fast = self._reduce or on_error == "fail_fast"
         self._slots: list[Any] = [None] * len(items)
         self._next = 0
         self._running: set[int] = set()
@@ -148,7 +162,7 @@ class ItemRun:
     # -- internals ------------------------------------------------------------
 
     def _scope(self, index: int) -> dict[str, Any]:
-        scope = dict(self._plan.binder.scope_of(self._cs))
+        scope = dict(self._binder.scope_of(self._cs))
         scope["item"] = self._items[index]
         scope["index"] = index
         if self._reduce:
@@ -158,7 +172,7 @@ class ItemRun:
     def _prepare(self, index: int) -> StepCall | None:
         body = self._body
         try:
-            args = self._plan.binder.bind_args(
+            args = self._binder.bind_args(
                 self._scope(index),
                 body.when,
                 body.bind,
@@ -185,7 +199,7 @@ class ItemRun:
 
     def _finished(self, index: int, error: str | None) -> None:
         """The item's event: it ended ok, or failed (its call, or its binding)."""
-        self._plan.events.emit(
+        self._events.emit(
             "item_finished",
             step=self._cs.id,
             tool=self._body.tool,

@@ -24,23 +24,22 @@ from durable_plan.language.plan import PlanResult
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.run.reuse import REMEMBERED_KEY, Recall, Remembered
 from durable_plan.strands.plan_tool import PlanFailed
-from durable_plan.temporal.client import checked_input
 from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
 from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.legacy_relay import LegacyHookRelay, legacy_relay
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_HISTORY_BYTES,
     PLAN_WORKFLOW_NAME,
+    PLANS_TOPIC,
     failure_message,
     json_payload,
 )
 from durable_plan.temporal.patch_level import conversation_patched
 from durable_plan.temporal.payload_limits import workers_store_payloads
-from durable_plan.temporal.plan_status import start_attributes
+from durable_plan.temporal.plan_input import checked_input
+from durable_plan.temporal.plan_status import start_attributes, workers_see_plan_status
 from durable_plan.temporal.recovery import Salvage, recover
 from durable_plan.temporal.result_form import plan_result_of
-from durable_plan.temporal.status_attribute import workers_see_plan_status
-from durable_plan.temporal.subscribe import PLANS_TOPIC
 from durable_plan.temporal.ui_summary import plan_metadata
 from durable_plan.tools.registry import ToolRegistry
 

@@ -1,26 +1,39 @@
 """The ``submit_workflow_plan`` tool as Strands sees it: its spec (an explicit schema and a
 description that teaches the plan language), the peer tool's input shape, and the plan's
-failures as a value for the model."""
+failures as a value for the model.
+
+The tool knows the plugin only as ``PlanSubmitter`` (what it reads of it), so this module
+does not import the plugin that imports it: no import cycle."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 
 from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
+from durable_plan.temporal.failures import PlanFailed as PlanFailed
 from durable_plan.tools.results import tool_result
 
-if TYPE_CHECKING:
-    from durable_plan.strands.plugin import WorkflowPlanPlugin
-    from durable_plan.temporal.recovery import Salvage
+
+class PlanSubmitter(Protocol):
+    """What the plan tool reads of ``WorkflowPlanPlugin``: its description and its submit."""
+
+    max_steps: int
+    _mcp_servers: dict[str, Any]
+
+    def described_plannable(self) -> list[str] | None: ...
+
+    def described_tools(self) -> tuple[dict[str, str], dict[str, str]]: ...
+
+    async def submit(self, tool_use: ToolUse, agent: Any) -> ToolResult: ...
 
 
 class PlanTool(AgentTool):
     """The ``submit_workflow_plan`` tool, with an explicit schema and teaching description."""
 
-    def __init__(self, plugin: WorkflowPlanPlugin) -> None:
+    def __init__(self, plugin: PlanSubmitter) -> None:
         super().__init__()
         self._plugin = plugin
         self._spec: ToolSpec | None = None
@@ -59,15 +72,6 @@ class PlanTool(AgentTool):
         self, tool_use: ToolUse, invocation_state: dict[str, Any], **kwargs: Any
     ) -> ToolGenerator:
         yield await self._plugin.submit(tool_use, invocation_state.get("agent"))
-
-
-class PlanFailed(Exception):
-    """The plan as a whole failed (child workflow failure, misconfiguration); ``salvage``:
-    what it had done, when that could be found."""
-
-    def __init__(self, message: str, salvage: Salvage | None = None) -> None:
-        super().__init__(message)
-        self.salvage = salvage
 
 
 def unwrap_peer_input(raw: Any) -> Any:

@@ -4,7 +4,8 @@ Activity side (``run_tool`` calls these): a result over the plan's threshold is
 written to the worker's ``ResultStore`` and the activity returns a reference
 instead (``references.reference``); references in a step's arguments are read
 back, checked (this plan's own, intact, within the size bound) and replaced by
-their values before the tool runs. Workflow side: at its end the plan reads
+their values before the tool runs. Workflow side (``stored_results``, apart so that
+workflow code never loads the store and its boto client): at its end the plan reads
 back returned results small enough for the model (``return_stored="value"``)
 with one activity, and deletes what it stored with another, so the workflow
 itself never does I/O. Both are skipped unless the plan stored something, so a
@@ -17,12 +18,10 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
-from temporalio import activity, workflow
-from temporalio.exceptions import ActivityError
+from temporalio import activity
 
 from durable_plan.protect.result_store import (
     ResultStore,
@@ -35,10 +34,7 @@ from durable_plan.protect.result_store import (
     store_from_env,
 )
 from durable_plan.run.references import is_reference, iter_references, key_of, reference, size_text
-from durable_plan.temporal.policy import retry_policy
-
-DROP_RESULTS = "durable_plan_drop_stored_results"
-READ_RESULTS = "durable_plan_read_stored_results"
+from durable_plan.temporal.stored_results import DROP_RESULTS, READ_RESULTS
 
 
 class ClaimCheckError(Exception):
@@ -228,60 +224,3 @@ def claim_check_activities(store: ResultStore | None = None) -> list[Callable[..
 def _chain(request: dict[str, Any]) -> str | None:
     chain = request.get("chain")
     return chain if isinstance(chain, str) else None
-
-
-# -- the plan workflow's side (workflow code: no I/O here, only activities) ----------------
-
-
-def _options(task_queue: str | None) -> dict[str, Any]:
-    return {
-        "task_queue": task_queue,
-        "start_to_close_timeout": timedelta(seconds=60),
-        "retry_policy": retry_policy(3),
-    }
-
-
-async def read_returned(
-    returned: dict[str, Any],
-    *,
-    max_bytes: int,
-    budget: int,
-    task_queue: str | None,
-    chain: str | None = None,
-) -> dict[str, Any]:
-    """Returned references whose value fits ``max_bytes`` (what the model may see), in
-    plan order while they add up to at most ``budget`` (room left in the plan's result),
-    read back by one activity; the rest keep their reference (size and preview)."""
-    wanted: dict[str, Any] = {}
-    for sid, value in returned.items():
-        if is_reference(value) and value["bytes"] <= min(max_bytes, budget):
-            wanted[sid] = value
-            budget -= value["bytes"]
-    if not wanted:
-        return {}
-    try:
-        texts = await workflow.execute_activity(
-            READ_RESULTS,
-            {"refs": wanted, **({"chain": chain} if chain else {})},
-            result_type=dict,
-            summary="read stored results for returns",
-            **_options(task_queue),
-        )
-    except ActivityError as exc:
-        workflow.logger.warning("stored results not read back: %s", exc)
-        return {}
-    return {sid: json.loads(text) for sid, text in texts.items() if sid in wanted}
-
-
-async def drop_stored(task_queue: str | None, chain: str | None = None) -> None:
-    """Delete what this plan stored; a failure is logged, never the plan's failure
-    (what is left is what a retention sweep removes)."""
-    try:
-        await workflow.execute_activity(
-            DROP_RESULTS,
-            {"chain": chain} if chain else {},
-            summary="delete stored results",
-            **_options(task_queue),
-        )
-    except ActivityError as exc:
-        workflow.logger.warning("stored results not deleted: %s", exc)

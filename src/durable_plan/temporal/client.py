@@ -30,12 +30,12 @@ from temporalio.common import RawValue, TypedSearchAttributes
 from temporalio.service import RPCError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.check.json_schema import without_annotations
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.events import PlanEvent
 from durable_plan.run.reuse import REMEMBERED_KEY
 from durable_plan.temporal.approvals import DECIDE_UPDATE
+from durable_plan.temporal.failures import PlanFailed as PlanFailed
 from durable_plan.temporal.ids import child_workflow_id
 from durable_plan.temporal.messages import (
     DEFAULT_MAX_RESULT_BYTES,
@@ -45,27 +45,19 @@ from durable_plan.temporal.messages import (
     failure_message,
     json_payload,
 )
-from durable_plan.temporal.patch_level import CURRENT_PATCH_LEVEL
 from durable_plan.temporal.payload_limits import client_stores_payloads
+from durable_plan.temporal.plan_input import checked_input as checked_input  # re-exported
 from durable_plan.temporal.plan_status import PLAN_STATUS, start_attributes
 from durable_plan.temporal.pollers import worker_seen
 from durable_plan.temporal.result_form import plan_result_of
 from durable_plan.temporal.status_attribute import client_sees_plan_status
 from durable_plan.temporal.subscribe import POLL_COOLDOWN, plan_events
-from durable_plan.temporal.ui_summary import (
-    DEFAULT_UI_METADATA,
-    check_ui_metadata,
-    plan_metadata,
-)
+from durable_plan.temporal.ui_summary import plan_metadata
 from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.registry import ToolOptions, ToolRegistry
 
 NoWorker = Literal["warn", "raise", "ignore"]
 """What ``start_plan`` does when no worker polls the task queue (see ``start_plan``)."""
-
-
-class PlanFailed(RuntimeError):
-    """The plan workflow itself failed (not a step: the plan as a whole)."""
 
 
 class NoWorkerError(RuntimeError):
@@ -205,37 +197,6 @@ def _prepare(
         **extra,
     )
     return checked, request
-
-
-def checked_input(checked: CheckedPlan, tools: dict[str, ToolOptions], **fields: Any) -> PlanInput:
-    """The workflow input for a plan the caller has already checked, with the tools it
-    may call and nothing else (the table is in the plan's history, and an agent step's
-    in its child's: a registry's other tools would be carried by every plan). A tool's
-    description only travels when an agent step may call it: no model reads it else."""
-    if not checked.durable:
-        raise ValueError("checked_input needs a plan checked for a durable run (durable=True)")
-    plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
-    named, agent_tools = checked.tools_called(list(tools))
-    table = {
-        name: tools[name] if name in agent_tools else _unread(tools[name])
-        for name in tools
-        if name in agent_tools or name in named
-    }
-    if not checked.has_agent_steps:
-        # Nothing of the plan names or calls a model.
-        fields.pop("default_model", None)
-        fields.pop("allowed_models", None)
-    # A new run: every patch this code knows is in effect, and the run need not ask
-    # (``patch_level``: no markers in its history).
-    fields.setdefault("patch_level", CURRENT_PATCH_LEVEL)
-    fields["ui_metadata"] = check_ui_metadata(fields.get("ui_metadata", DEFAULT_UI_METADATA))
-    return PlanInput(plan=plan, tools=table, **fields)
-
-
-def _unread(options: ToolOptions) -> ToolOptions:
-    """A tool no model reads about in this plan: its description and its schema's
-    annotations stay home (the workflow validates arguments with the rest)."""
-    return replace(options, description="", input_schema=without_annotations(options.input_schema))
 
 
 @dataclass

@@ -7,16 +7,36 @@ traceback, and the web UI shows only the top. Workflows put `root_message` into 
 failure, and clients print it.
 
 Pure functions over exception objects: safe in workflow code.
+
+``PlanFailed`` lives here too: the one error for "the plan as a whole failed", raised by
+the client (``PlanHandle.result``) and by the plugin's durable path, both of which can
+import this module (and only a class with one identity keeps ``except PlanFailed`` true
+for every raise).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from temporalio.exceptions import ApplicationError, FailureError
 
-__all__ = ["MAX_MESSAGE_CHARS", "root_cause", "root_message"]
+if TYPE_CHECKING:
+    from durable_plan.temporal.recovery import Salvage
+
+__all__ = ["MAX_MESSAGE_CHARS", "PlanFailed", "root_cause", "root_message"]
 
 MAX_MESSAGE_CHARS = 1_000
 _MAX_DEPTH = 32  # a cycle or an absurd chain must not loop
+
+
+class PlanFailed(RuntimeError):
+    """The plan workflow itself failed (not a step: the plan as a whole): the child workflow
+    failed, or the plugin is misconfigured. ``salvage``: what the plan had done, when the
+    plugin's durable path could find it (``None`` from ``PlanHandle.result``)."""
+
+    def __init__(self, message: str, salvage: Salvage | None = None) -> None:
+        super().__init__(message)
+        self.salvage = salvage
 
 
 def root_cause(exc: BaseException) -> BaseException:

@@ -23,6 +23,9 @@ from durable_plan.language.options import ToolOptions
 
 PLAN_WORKFLOW_NAME = "PlanWorkflow"
 """The plan workflow's type: what every plan history names (never rename it)."""
+PLANS_TOPIC = "plans"
+"""A conversation's topic announcing each plan it starts (``WorkflowPlanPlugin(plan_stream=)``):
+the conversation publishes there (workflow code), ``subscribe`` reads it (client code)."""
 
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024

@@ -52,6 +52,7 @@ __all__ = [
     "outcome_status",
     "set_details",
     "start_attributes",
+    "workers_see_plan_status",
 ]
 
 PLAN_STATUS_ATTRIBUTE: Final = "PlanStatus"
@@ -219,3 +220,25 @@ def note_rejection(call_id: str, problems: Sequence[str]) -> None:
         kept.pop()
         record["more_problems"] = len(problems) - len(kept)
     workflow.upsert_memo({REJECTED_MEMO_KEY: record})
+
+
+_by_queue: dict[tuple[str, str], bool] = {}
+"""(namespace, task queue) -> every plan worker of this process there found ``PlanStatus``
+registered when it started (``status_attribute.PlanStatusCheck`` notes each). Process
+state read by workflow code: kept here, on the workflow's side, so the plan tool's body
+reads it without loading the client that asked."""
+
+
+def workers_see_plan_status(namespace: str, task_queue: str) -> bool:
+    """Did every plan worker of this process polling ``task_queue`` of ``namespace`` find
+    ``PlanStatus`` registered when it started? (None started there: no.) Workflow code
+    knows both of its own; a queue's workers all talk to one server."""
+    return _by_queue.get((namespace, task_queue), False)
+
+
+def note_workers_see(namespace: str, task_queue: str, registered: bool) -> None:
+    """A plan worker's finding as it starts (``status_attribute.PlanStatusCheck``)."""
+    # One worker on a server without it is enough to say no: a conversation's workflow
+    # task may run on any of them.
+    key = (namespace, task_queue)
+    _by_queue[key] = _by_queue.get(key, True) and registered

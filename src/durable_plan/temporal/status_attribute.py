@@ -31,7 +31,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Plugin, WorkerConfig
 
-from durable_plan.temporal.plan_status import PLAN_STATUS_ATTRIBUTE
+from durable_plan.temporal.plan_status import (
+    PLAN_STATUS_ATTRIBUTE,
+    note_workers_see,
+    workers_see_plan_status,
+)
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -53,8 +57,6 @@ server that does not answer must not stall the worker's start."""
 _log = logging.getLogger(__name__)
 
 _by_client: weakref.WeakKeyDictionary[Client, bool] = weakref.WeakKeyDictionary()
-_by_queue: dict[tuple[str, str], bool] = {}
-"""(namespace, task queue) -> every plan worker of this process there found it."""
 
 
 async def namespace_has_plan_status(client: Client, timeout: timedelta = ASK_TIMEOUT) -> bool:
@@ -90,20 +92,6 @@ async def client_sees_plan_status(client: Client) -> bool:
     return known
 
 
-def workers_see_plan_status(namespace: str, task_queue: str) -> bool:
-    """Did every plan worker of this process polling ``task_queue`` of ``namespace`` find
-    ``PlanStatus`` registered when it started? (None started there: no.) Workflow code
-    knows both of its own; a queue's workers all talk to one server."""
-    return _by_queue.get((namespace, task_queue), False)
-
-
-def _note(namespace: str, task_queue: str, registered: bool) -> None:
-    # One worker on a server without it is enough to say no: a conversation's workflow
-    # task may run on any of them.
-    key = (namespace, task_queue)
-    _by_queue[key] = _by_queue.get(key, True) and registered
-
-
 class PlanStatusCheck(Plugin):
     """A worker plugin (``plan_worker`` adds it): before the worker polls, it asks whether
     its namespace has ``PlanStatus`` (``workers_see_plan_status``), so the first workflow
@@ -115,7 +103,7 @@ class PlanStatusCheck(Plugin):
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         client = worker.client
         registered = await client_sees_plan_status(client)
-        _note(client.namespace, worker.config()["task_queue"], registered)
+        note_workers_see(client.namespace, worker.config()["task_queue"], registered)
         await next(worker)
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:

@@ -48,6 +48,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.run.events import EVENTS_TOPIC, PlanEvent
 from durable_plan.temporal.ids import child_workflow_id
+from durable_plan.temporal.messages import PLANS_TOPIC as PLANS_TOPIC  # re-exported
 
 POLL_QUERY = "__temporal_workflow_stream_poll"
 """The stream's poll query (temporalio 1.35): retained items from an offset, at once."""
@@ -57,8 +58,6 @@ CHILD_RETRY_S = 0.1
 """An agent step's child is started a moment after its step_started event."""
 CHILD_DRAIN_S = 5.0
 """After an agent step ended, how long its step's end waits for its rounds to be read."""
-PLANS_TOPIC = "plans"
-"""A conversation's topic announcing each plan it starts (``WorkflowPlanPlugin(plan_stream=)``)."""
 
 
 def _decode(client: Client, wire: str) -> Any:

@@ -51,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.admission import Admission, Wanted, json_size
     from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME, AgentStepInput
     from durable_plan.temporal.approvals import ApprovalDesk, ApprovalHandlers
-    from durable_plan.temporal.claim_check import drop_stored, read_returned
     from durable_plan.temporal.drive import drive, record
     from durable_plan.temporal.event_stream import PlanEventStream, traced, workflow_emitter
     from durable_plan.temporal.hook_relay import HookAsker, HookRoute, hooked_tools
@@ -82,6 +81,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.recovery import Salvage, salvage_to_wire
     from durable_plan.temporal.shape_patch import check_as_recorded
     from durable_plan.temporal.step_activities import StepActivities, fairness_key
+    from durable_plan.temporal.stored_results import drop_stored, read_returned
     from durable_plan.temporal.ui_summary import agent_step_summary, step_summaries
 
 
