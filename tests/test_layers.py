@@ -296,3 +296,17 @@ def test_plan_failed_is_one_class() -> None:
     assert issubclass(PlanFailed, RuntimeError)
     failed = PlanFailed("the child workflow failed")
     assert failed.salvage is None and str(failed) == "the child workflow failed"
+
+
+def test_no_module_shadows_a_lazy_name() -> None:
+    """A submodule named like a name of its package's lazy table replaces that name once
+    anything imports it (``durable_plan.temporal.plan_input``, a module, hid the function
+    ``plan_input``: 'module' object is not callable, depending on test order)."""
+    import importlib
+    import pkgutil
+
+    for package_name in ("durable_plan", "durable_plan.temporal"):
+        package = importlib.import_module(package_name)
+        lazy = set(getattr(package, "__all__", ()))
+        modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+        assert not lazy & modules, f"{package_name}: {sorted(lazy & modules)}"

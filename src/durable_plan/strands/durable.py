@@ -36,7 +36,7 @@ from durable_plan.temporal.messages import (
 )
 from durable_plan.temporal.patch_level import conversation_patched
 from durable_plan.temporal.payload_limits import workers_store_payloads
-from durable_plan.temporal.plan_input import checked_input
+from durable_plan.temporal.plan_request import checked_input
 from durable_plan.temporal.plan_status import start_attributes, workers_see_plan_status
 from durable_plan.temporal.recovery import Salvage, recover
 from durable_plan.temporal.result_form import plan_result_of

@@ -46,7 +46,7 @@ from durable_plan.temporal.messages import (
     json_payload,
 )
 from durable_plan.temporal.payload_limits import client_stores_payloads
-from durable_plan.temporal.plan_input import checked_input as checked_input  # re-exported
+from durable_plan.temporal.plan_request import checked_input as checked_input  # re-exported
 from durable_plan.temporal.plan_status import PLAN_STATUS, start_attributes
 from durable_plan.temporal.pollers import worker_seen
 from durable_plan.temporal.result_form import plan_result_of
