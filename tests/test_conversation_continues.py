@@ -221,7 +221,7 @@ async def test_a_follower_sees_every_plan_of_a_conversation_that_continues_as_ne
 ) -> None:
     """Three turns, a continue-as-new after each (four runs). A reader from the start,
     following live, and one that starts after the first continue-as-new both see the three
-    plans' events, each once, in order, as each plan's own stream has them. Before the fix
+    plans' events, each once, each plan's in order as its own stream has them. Before the fix
     the reader kept the old run's offset on the new run's stream (offsets started at 0
     again): it saw 1 of the 3 plans."""
     models = {"scripted": lambda: ScriptedModel(scripts={ASKS[0]: THREE_PLANS})}
@@ -257,7 +257,9 @@ async def test_a_follower_sees_every_plan_of_a_conversation_that_continues_as_ne
     assert all(events[-1][1] == "plan_finished" for events in expected.values())
     for name, seen in (("from the start", seen_early), ("after a run", seen_late)):
         assert _by_plan(seen) == expected, name  # every event once, in each plan's order
-        assert list(dict.fromkeys(event.plan for event in seen)) == plan_ids, name
+        # Plans are read side by side and their events merged as they arrive: a catching-up
+        # reader may see a later, open plan before an earlier, closed one (read by replay).
+        assert sorted(dict.fromkeys(event.plan for event in seen)) == plan_ids, name
         assert len(seen) == sum(len(events) for events in expected.values()), name
 
 
