@@ -50,10 +50,10 @@ from durable_plan.server.connection import (
     workflow_url,
 )
 from durable_plan.server.devserver import DevServer, DevServerError, DevServerNotFound
-from durable_plan.temporal.client import no_worker_message
-from durable_plan.temporal.failures import root_message
-from durable_plan.temporal.pollers import task_queue_has_pollers
-from durable_plan.temporal.subscribe import conversation_events
+from durable_plan.temporal.client.pollers import task_queue_has_pollers
+from durable_plan.temporal.client.start import no_worker_message
+from durable_plan.temporal.client.subscribe import conversation_events
+from durable_plan.temporal.workflows.failures import root_message
 from worker import TASK_QUEUE, build_worker, connect
 from workflows.game_master import GameMasterInput, GameMasterOutput, GameMasterWorkflow
 

@@ -39,7 +39,7 @@ from durable_plan.server.connection import (
 )
 from durable_plan.server.connection import connect as connect_server
 from durable_plan.server.long_lived import freeze_startup_objects
-from durable_plan.temporal import plan_worker
+from durable_plan.temporal.worker.plugin import DurablePlanPlugin
 from durable_plan.testing import ScriptedModel
 from workflows.conversation import GameMasterConversation
 from workflows.game_master import GameMasterWorkflow
@@ -74,7 +74,8 @@ async def connect(
     payload_storage: bool | str | None = None,
     **models: Callable[[], Any],
 ) -> Client:
-    """A client carrying the Strands plugin (models and the pydantic converter).
+    """A client carrying the Strands plugin (models and the pydantic converter) and
+    `DurablePlanPlugin` (the plans' converter; its workers serve the plans).
 
     ``address`` / ``namespace`` default to ``$TEMPORAL_ADDRESS`` / ``$TEMPORAL_NAMESPACE``
     (else the dev server's); a server that does not answer raises ``ServerSetupError``.
@@ -83,23 +84,39 @@ async def connect(
     ``DURABLE_PLAN_PAYLOAD_STORAGE`` say, alike in this worker and the client; True: on, as
     the offline demo runs it, its worker in the same process).
     """
+    from durable_plan.protect.keys import KeyConfigError, keyring_for
+
     factories = {**model_factories(), **models}
+    try:
+        keys = keyring_for(encrypt)
+    except KeyConfigError as exc:
+        raise ServerSetupError(str(exc)) from None
+    # The plans' converter (keys, External Storage) on the client: the client and every
+    # worker built from it agree, and those workers serve the plans (``build_worker``).
+    plans = DurablePlanPlugin(GAME_TOOLS, encryption=keys, payload_storage=payload_storage)
     return await connect_server(
         address or default_address(),
         namespace=namespace,
-        encrypt=encrypt,
-        payload_storage=payload_storage,
-        plugins=[StrandsPlugin(models=factories)],
+        encrypt=False,  # the plugin's
+        payload_storage=False,  # the plugin's
+        plugins=[StrandsPlugin(models=factories), plans],
     )
 
 
 def build_worker(client: Client, task_queue: str = TASK_QUEUE, **kwargs: Any) -> Worker:
-    """Everything the demo needs on one task queue."""
-    return plan_worker(
+    """Everything the demo needs on one task queue: the demo's workflows, and (through the
+    client's `DurablePlanPlugin`, or one added here) ``PlanWorkflow``, the game tools and
+    recovery. Added here, the plugin keeps the client's converter (``payload_storage=False``:
+    the client's storage, not another)."""
+    plugins = list(kwargs.pop("plugins", ()))
+    if not any(isinstance(p, DurablePlanPlugin) for p in client.config()["plugins"]):
+        # A client not made by ``connect``: the plugin on this worker alone.
+        plugins.append(DurablePlanPlugin(GAME_TOOLS, payload_storage=False))
+    return Worker(
         client,
         task_queue=task_queue,
-        registry=GAME_TOOLS,
         workflows=[GameMasterWorkflow, GameMasterConversation],
+        plugins=plugins,
         **kwargs,
     )
 

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
 
     from bench._breakeven_chain import CHAIN_TOOLS
     from durable_plan.strands.plugin import WorkflowPlanPlugin
-    from durable_plan.temporal.agent_tools import durable_tools
+    from durable_plan.temporal.workflows.agent_tools import durable_tools
 
 SYSTEM_PROMPT = (
     "You are a Game Master's assistant running an investigation in a tabletop role-playing "

@@ -49,7 +49,7 @@ def _replace(owner: object, name: str, new: object) -> None:
 
 
 def _check() -> None:
-    import durable_plan.temporal.workflow as plan_workflow
+    import durable_plan.temporal.workflows.plan_workflow as plan_workflow
 
     made: dict[str, Any] = {}
     check_plan = getattr(plan_workflow, "check_plan")  # noqa: B009 (the name the workflow calls)
@@ -73,7 +73,7 @@ def _events() -> None:
 
 
 def _stream() -> None:
-    from durable_plan.temporal.event_stream import PlanEventStream
+    from durable_plan.temporal.workflows.event_stream import PlanEventStream
 
     def no_stream(self: PlanEventStream) -> None:
         self.published = 0
@@ -86,7 +86,7 @@ def _stream() -> None:
 
 
 def _admission() -> None:
-    from durable_plan.temporal.admission import Admission
+    from durable_plan.temporal.workflows.admission import Admission
 
     async def go(self: Admission, size: int, *, starts: bool = True, wanted: Any = None) -> str:
         if starts:
@@ -97,7 +97,7 @@ def _admission() -> None:
 
 
 def _result() -> None:
-    import durable_plan.temporal.workflow as plan_workflow
+    import durable_plan.temporal.workflows.plan_workflow as plan_workflow
 
     first: list[dict[str, Any]] = []
     bounded_payload = getattr(plan_workflow, "bounded_payload")  # noqa: B009

@@ -11,7 +11,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
-    from durable_plan.temporal.agent_tools import durable_tools
+    from durable_plan.temporal.workflows.agent_tools import durable_tools
     from durable_plan.testing import TurnLike, call, output, say
     from durable_plan.tools.registry import ToolRegistry
 

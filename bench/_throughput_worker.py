@@ -26,7 +26,7 @@ from temporalio.client import Client
 from bench._baseline import BareDag, bare_noop, bare_sum
 from durable_plan.server.connection import run_script
 from durable_plan.server.long_lived import freeze_startup_objects
-from durable_plan.temporal.worker import plan_worker
+from durable_plan.temporal.worker.helpers import plan_worker
 from durable_plan.tools.registry import ToolRegistry
 
 

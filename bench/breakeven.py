@@ -68,9 +68,9 @@ from bench._breakeven_workflow import BreakEvenInput, BreakEvenOutput, BreakEven
 from bench._report import server_version
 from bench._tokens import TokenCounter, TokenizerChoice, token_counter
 from bench.spec_size import PLAN_TOOL, spec_text
+from durable_plan import plan_worker
 from durable_plan.server.connection import exit_now
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel
 from durable_plan.testing.scripted_model import MODEL_ACTIVITY_NAMES
 

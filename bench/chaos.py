@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from bench._report import command_line, key_value_table, machine_line
-from tests.chaos_harness import run_chaos
+from tests.support.chaos_harness import run_chaos
 
 
 def main() -> int:

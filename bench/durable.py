@@ -48,8 +48,8 @@ from durable_plan.language.plan import PlanResult
 from durable_plan.local.runner import execute_plan
 from durable_plan.server.connection import exit_now
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal.client import start_plan
-from durable_plan.temporal.worker import plan_worker
+from durable_plan.temporal.client.start import start_plan
+from durable_plan.temporal.worker.helpers import plan_worker
 from durable_plan.tools.registry import ToolRegistry
 
 SLOW_S = 0.25

@@ -23,7 +23,7 @@ import jsonata
 
 from bench._report import command_line, machine_line, markdown_table
 from durable_plan import expressions
-from durable_plan.language.limits import DEFAULT_LIMITS
+from durable_plan.language.plan_limits import DEFAULT_LIMITS
 
 SCOPE: dict[str, Any] = {
     "steps": {

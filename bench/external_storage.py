@@ -48,10 +48,11 @@ async def one(target: str, workload: str, mode: str, store: str) -> dict[str, An
         SCRIPTS,
         StorageBenchConversation,
     )
-    from durable_plan.protect.payload_storage import FileStorageDriver, PayloadStoragePlugin
+    from durable_plan import plan_worker, start_plan
+    from durable_plan.protect.payload_file_driver import FileStorageDriver
+    from durable_plan.protect.payload_storage import PayloadStoragePlugin
     from durable_plan.protect.payload_storage import external_storage as storage_of
     from durable_plan.protect.result_store import FileResultStore
-    from durable_plan.temporal import plan_worker, start_plan
     from durable_plan.testing import ScriptedModel
 
     plugins: list[Any] = [
@@ -109,7 +110,7 @@ async def one(target: str, workload: str, mode: str, store: str) -> dict[str, An
                 if not result.ok:
                     status = "failed: " + "; ".join(str(o.error)[:120] for o in result.failures)
         except Exception as exc:  # a run that dies (history too large) is a result too
-            from durable_plan.temporal.failures import root_message
+            from durable_plan.temporal.workflows.failures import root_message
 
             status = f"failed: {root_message(exc)[:200]}"
         wall = time.perf_counter() - started

@@ -5,7 +5,7 @@
     python -m bench.fuzz --seed 7 --only 123              # re-run one case, show it whole
     python -m bench.fuzz --family hostile_expression      # one generator family only
 
-Cases come from the generators in ``tests/fuzz_harness.py``: case ``i`` of seed ``S``
+Cases come from the generators in ``tests/support/fuzz_harness.py``: case ``i`` of seed ``S``
 is ``case_for_seed(S, i)``, the same on every run and in every worker. Each case
 runs ``check_plan`` (durable or not, with or without a catalog) and then
 ``execute_plan`` with tools that return huge integers, NaN, sets, 12,000-deep
@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkProcess
 
 from bench._report import command_line, machine_line, markdown_table
-from tests.fuzz_harness import (
+from tests.support.fuzz_harness import (
     FAMILIES,
     FuzzCase,
     Outcome,

@@ -45,8 +45,8 @@ from bench.replay_cost import ARMS, record, replay_all
 from bench.throughput import STEPS
 from durable_plan.server.connection import run_script
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal.agent_workflow import AgentStepWorkflow
-from durable_plan.temporal.workflow import PlanWorkflow
+from durable_plan.temporal.workflows.agent_workflow import AgentStepWorkflow
+from durable_plan.temporal.workflows.plan_workflow import PlanWorkflow
 
 WARM_UP = 3
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")

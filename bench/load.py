@@ -13,7 +13,7 @@ import uuid
 from bench._report import command_line, key_value_table, machine_line, server_version
 from durable_plan.server.connection import exit_now
 from durable_plan.server.devserver import DevServer
-from tests.load_harness import run_load
+from tests.support.load_harness import run_load
 
 
 async def main_async(plans: int) -> int:

@@ -21,11 +21,11 @@ from temporalio.client import Client
 from temporalio.strands_agents import StrandsPlugin
 
 from bench._report import command_line, machine_line, markdown_table, server_version
+from durable_plan import plan_worker
 from durable_plan.server.connection import exit_now
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal import plan_worker
 from durable_plan.testing import ScriptedModel, call, say
-from tests.relay_workflows import RELAY_TOOLS, RelayConversationWorkflow, RelayInput
+from tests.support.relay_workflows import RELAY_TOOLS, RelayConversationWorkflow, RelayInput
 
 PROMPT = "many large plans"
 

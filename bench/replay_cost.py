@@ -36,10 +36,10 @@ from bench._baseline import BareDag, BareDagInput, bare_noop, bare_sum
 from bench._report import command_line, machine_line, markdown_table
 from bench._throughput_worker import REGISTRY
 from bench.throughput import EXPECTED_T, STEPS, plan
+from durable_plan import plan_worker, start_plan
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal import plan_worker, start_plan
-from durable_plan.temporal.agent_workflow import AgentStepWorkflow
-from durable_plan.temporal.workflow import PlanWorkflow
+from durable_plan.temporal.workflows.agent_workflow import AgentStepWorkflow
+from durable_plan.temporal.workflows.plan_workflow import PlanWorkflow
 
 ARMS = ("plan", "bare", "plan-l", "bare-l")
 

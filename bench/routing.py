@@ -33,8 +33,8 @@ from temporalio import activity
 from temporalio.client import Client
 
 from bench._report import command_line, machine_line, markdown_table, server_version
+from durable_plan import plan_worker, start_plan, tool_worker
 from durable_plan.server.devserver import TUNED_DYNAMIC_CONFIG, DevServer
-from durable_plan.temporal import plan_worker, start_plan, tool_worker
 from durable_plan.tools.registry import ToolRegistry
 
 STARTS: list[tuple[datetime, str]] = []

@@ -22,7 +22,7 @@ counted). The mistakes are the kinds models make on dependency edges:
 Each plan runs twice with ``execute_plan``: with the tools' shapes (today) and with the
 same tools but no shapes (before this check). Counted, by code: plans refused before any
 tool ran, and tool calls made before a failure (side effects a repair has behind it).
-Prints only; ``tests/test_shape_corpus.py`` holds its invariants.
+Prints only; ``tests/unit/check/test_shape_corpus.py`` holds its invariants.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ figures, measured on its own eight tools: 500, 920 and 1,305.
 *chars* is the length of the spec as compact JSON (``{"name", "description",
 "inputSchema"}``, as ``bench.breakeven`` counts what the model is sent); *tokens* are
 that text counted with ``o200k_base`` (``bench/_tokens.py``; characters / 4 without the
-``bench`` extra). ``tests/test_spec_size.py`` pins the figures; never asserts here.
+``bench`` extra). ``tests/unit/language/test_spec_size.py`` pins the figures; never asserts here.
 """
 
 from __future__ import annotations
@@ -279,7 +279,8 @@ def agent_specs(count: int, *, direct: bool) -> list[dict[str, Any]]:
     from durable_plan.tools.registry import ToolRegistry
 
     tools = agent_tools(count)
-    plugin = WorkflowPlanPlugin(registry=ToolRegistry(tools))
+    # Plan-only: the plugin's direct tools off too (it would give the agent the registry's).
+    plugin = WorkflowPlanPlugin(registry=ToolRegistry(tools), direct_tools=direct)
     agent = Agent(
         model=ScriptedModel([]),
         tools=tools if direct else [],

@@ -51,7 +51,7 @@ from bench._report import command_line, machine_line, server_version
 from bench._throughput_worker import REGISTRY
 from durable_plan.server.connection import exit_now
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal.client import start_plan
+from durable_plan.temporal.client.start import start_plan
 
 ARMS = ("plan", "plan-l", "bare", "bare-l")
 STEPS = 8

@@ -27,10 +27,10 @@ from temporalio.strands_agents import StrandsPlugin
 
 from activities.game_master import GAME_TOOLS
 from activities.scripts import MORALE_PLAN
+from durable_plan import JsonLinesExporter, start_plan, tracing_plugin
 from durable_plan.server.connection import exit_now
 from durable_plan.server.devserver import DevServer
-from durable_plan.temporal import JsonLinesExporter, start_plan, tracing_plugin
-from durable_plan.temporal.tracing import read_spans
+from durable_plan.temporal.client.tracing import read_spans
 from worker import build_worker, model_factories
 
 SHOWN_PREFIXES = ("plan", "step ", "agent round", "tool call", "RunActivity", "RunWorkflow")

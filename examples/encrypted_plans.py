@@ -7,9 +7,7 @@ export DURABLE_PLAN_KEYS="$(.venv/bin/durable-plan keygen)"
 
 from monster_tools import ATTACK_PLAN, TOOLS
 
-from durable_plan.connection import connect, run_script
-from durable_plan.encryption import EncryptionPlugin, Keyring
-from durable_plan.temporal import plan_worker, start_plan
+from durable_plan import EncryptionPlugin, Keyring, connect, plan_worker, run_script, start_plan
 
 
 async def main() -> None:

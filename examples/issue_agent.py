@@ -11,9 +11,7 @@ from issue_agent_workflow import LOCAL, PLAN, PLANNABLE, IssueAgentWorkflow, git
 from strands import Agent, tool
 from temporalio.strands_agents import StrandsPlugin
 
-from durable_plan.connection import connect, run_script
-from durable_plan.plugin import WorkflowPlanPlugin
-from durable_plan.temporal import plan_worker
+from durable_plan import WorkflowPlanPlugin, connect, plan_worker, run_script
 from durable_plan.testing import ScriptedModel, call
 
 PROMPT = "Label issue 7 the way triage says."

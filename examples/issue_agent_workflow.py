@@ -20,10 +20,9 @@ with workflow.unsafe.imports_passed_through():
     from strands.tools.mcp import MCPClient
     from temporalio.strands_agents import TemporalAgent, TemporalMCPClient
 
-    from durable_plan import ToolRegistry
-    from durable_plan.plugin import WorkflowPlanPlugin
-    from durable_plan.temporal.agent_tools import durable_tools
-    from durable_plan.temporal.failures import root_message
+    from durable_plan import ToolRegistry, WorkflowPlanPlugin
+    from durable_plan.temporal.workflows.agent_tools import durable_tools
+    from durable_plan.temporal.workflows.failures import root_message
 
 SERVER = str(Path(__file__).parent / "issue_server.py")
 

@@ -7,10 +7,7 @@
 import tempfile
 from typing import Any
 
-from durable_plan import ToolRegistry
-from durable_plan.connection import connect, run_script
-from durable_plan.result_store import FileResultStore
-from durable_plan.temporal import plan_worker, start_plan
+from durable_plan import FileResultStore, ToolRegistry, connect, plan_worker, run_script, start_plan
 
 
 async def fetch_report(pages: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import sys
 from monster_tools import ATTACK_PLAN, apply_damage, look_up_monster, roll_attack
 from strands import Agent
 
-from durable_plan.plugin import WorkflowPlanPlugin
+from durable_plan import WorkflowPlanPlugin
 from durable_plan.testing import ScriptedModel, call
 
 PROMPT = "The mage attacks the goblin. Resolve the attack."

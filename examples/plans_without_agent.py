@@ -9,9 +9,15 @@ from typing import Any
 
 from monster_tools import ATTACK_PLAN, TOOLS
 
-from durable_plan import execute_plan, summarize
-from durable_plan.connection import connect, run_script
-from durable_plan.temporal import plan_worker, run_plan, start_plan
+from durable_plan import (
+    connect,
+    execute_plan,
+    plan_worker,
+    run_plan,
+    run_script,
+    start_plan,
+    summarize,
+)
 
 CLEANUP_PLAN = {"steps": [{"id": "rm", "tool": "delete_files", "args": {"pattern": "logs/*"}}]}
 

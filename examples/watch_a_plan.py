@@ -10,11 +10,17 @@ from pathlib import Path
 
 from monster_tools import ATTACK_PLAN, TOOLS
 
-from durable_plan import execute_plan
-from durable_plan.connection import connect, run_script
+from durable_plan import (
+    JsonLinesExporter,
+    connect,
+    execute_plan,
+    plan_worker,
+    run_script,
+    start_plan,
+    tracing_plugin,
+)
 from durable_plan.run.events import EventQueue
-from durable_plan.temporal import JsonLinesExporter, plan_worker, start_plan, tracing_plugin
-from durable_plan.temporal.tracing import read_spans
+from durable_plan.temporal.client.tracing import read_spans
 
 
 async def main() -> None:

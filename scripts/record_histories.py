@@ -3,12 +3,13 @@
     python -m scripts.record_histories                 # into tests/histories/<version>/
     python -m scripts.record_histories --out DIR
 
-Each release adds its corpus in one command, and every later release replays all of them
-(``tests/test_history_corpus.py``, ``durable-plan replay``). The script starts its own dev
-server, a worker (and, for the kill, worker subprocesses of its own), the scripted model
-and the test MCP server; the user's side of every history is ``tests/corpus/workflows.py``
-(frozen). It uses only APIs of durable-plan 0.1.0, so it records older versions too (run
-it in a checkout of that version, with this file and ``tests/corpus/`` copied in).
+A published release adds its corpus in one command, and every later release replays all of
+them (``tests/durable/replay/test_history_corpus.py``, ``durable-plan replay``); until the first, the tests
+record this version's corpus with it in another process and replay that
+(``tests/corpus/recorded.py``). The script starts its own dev server, a worker (and, for
+the kill, worker subprocesses of its own), the scripted model and the test MCP server; the
+user's side of every history is ``tests/corpus/workflows.py`` (frozen once a release's
+corpus depends on it).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from temporalio.client import Client  # noqa: E402
 from temporalio.strands_agents import StrandsPlugin  # noqa: E402
 
 import durable_plan  # noqa: E402
+from durable_plan import plan_worker, start_plan  # noqa: E402
 from durable_plan.protect.encryption import EncryptionPlugin, Keyring, new_key  # noqa: E402
 from durable_plan.server.devserver import DevServer  # noqa: E402
-from durable_plan.temporal import plan_worker, start_plan  # noqa: E402
 from durable_plan.testing import ScriptedModel  # noqa: E402
 from durable_plan.tools.mcp import mcp_tool_table  # noqa: E402
 from tests.corpus.workflows import (  # noqa: E402
@@ -47,7 +48,7 @@ from tests.corpus.workflows import (  # noqa: E402
     CorpusConversation,
     scripts,
 )
-from tests.mcp_support import tracker_client  # noqa: E402
+from tests.support.mcp_support import tracker_client  # noqa: E402
 
 QUEUE = "corpus"
 MANIFEST = "manifest.json"

@@ -30,8 +30,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.game_master import GAME_TOOLS
     from durable_plan.strands.carried import PlanToolState, recent_turns
     from durable_plan.strands.plugin import WorkflowPlanPlugin
-    from durable_plan.temporal.agent_tools import durable_tools
-    from durable_plan.temporal.failures import root_message
+    from durable_plan.temporal.workflows.agent_tools import durable_tools
+    from durable_plan.temporal.workflows.failures import root_message
     from workflows.game_master import SYSTEM_PROMPT
 
 DEFAULT_CONTINUE_AFTER_EVENTS = 10_000

@@ -26,9 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.errors import REJECTION_HEADER
     from durable_plan.run.events import add_usage, usage_of
     from durable_plan.strands.plugin import WorkflowPlanPlugin
-    from durable_plan.temporal.agent_tools import durable_tools
-    from durable_plan.temporal.failures import root_message
-    from durable_plan.temporal.patch_level import conversation_patched
+    from durable_plan.temporal.workflows.agent_tools import durable_tools
+    from durable_plan.temporal.workflows.failures import root_message
 
 SYSTEM_PROMPT = (
     "You are a Game Master for a tabletop role-playing game.\n\n"
@@ -38,12 +37,6 @@ SYSTEM_PROMPT = (
     '{"steps": {<id>: <result>}}, for example {"armour": "steps.monster.armour"}. Read each '
     "tool's documented return shape."
 )
-
-
-STREAM_CLOSE_PATCH = "stream-close"
-"""Conversations that wait for their stream's subscribers before completing; asked as the
-conversation's one marker (``durable_plan.temporal.patch_level.conversation_patched``),
-which every change since 0.1.0 shares."""
 
 
 @dataclass
@@ -93,10 +86,8 @@ class GameMasterWorkflow:
             return await self._converse(request)
         finally:
             self.stream.detach_pollers()
-            # Conversations recorded before streams completed without waiting (their
-            # legacy relay's handlers could still be running): they replay as they ran.
-            if conversation_patched():  # STREAM_CLOSE_PATCH, in the conversation's one marker
-                await workflow.wait_condition(workflow.all_handlers_finished)
+            # The stream's subscribers are answered before the conversation completes.
+            await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _converse(self, request: GameMasterInput) -> GameMasterOutput:
         plugin = WorkflowPlanPlugin(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos_harness import run_chaos
+from tests.support.chaos_harness import run_chaos
 
 pytestmark = pytest.mark.chaos
 

@@ -1,10 +1,11 @@
 """The corpus's tools, scripts and conversation workflow: frozen.
 
-The histories under ``tests/histories/<version>/`` were recorded with this code as the
-user's side (the tools a plan calls, the conversation workflow that hosts the agent) and
-the library of that version as durable-plan's side. Replaying them on a later version
-tests durable-plan's workflow code alone, so this module must keep doing exactly what it
-did: add new names, never change old ones. It uses only APIs of durable-plan 0.1.0.
+A corpus (``tests/corpus/recorded.py``; a published release's under
+``tests/histories/<version>/``) is recorded with this code as the user's side (the tools a
+plan calls, the conversation workflow that hosts the agent) and the library of that
+version as durable-plan's side. Replaying it on a later version tests durable-plan's
+workflow code alone, so once a release's corpus depends on this module it must keep doing
+exactly what it did: add new names, never change old ones.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.strands_agents import TemporalAgent
 
     from durable_plan.strands.plugin import WorkflowPlanPlugin
-    from durable_plan.temporal.agent_tools import durable_tools
+    from durable_plan.temporal.workflows.agent_tools import durable_tools
     from durable_plan.tools.registry import ToolRegistry
 
 MONSTERS = {"goblin": {"name": "goblin", "hp": 7, "armour": 15}}

@@ -1,12 +1,14 @@
 """Everything knowable about a plan before a side effect, with every problem at once.
 
-``checker`` runs the whole check over layers written one per concern: ``base`` (the
-problems so far), ``arguments`` (a tool's schema, the owner's rules), ``kinds`` (each
-step kind checks itself), ``dataflow`` (the expressions and what they read), ``graph``
-(cycles, levels), ``shape_checks`` (the paths and bound types against what steps return:
-``shapes`` walks a return shape, ``result_shapes`` knows each step's, ``shape_text`` says one
-in a few words); ``catalog`` is what the check knows of the tools, ``checked`` what it
-hands to the runners, ``json_schema`` every schema applied to a model's or person's values.
+``checker`` runs the whole check over layers written one per concern: ``plan_errors`` (a
+plan that does not parse, described and salvaged), ``base`` (the problems so far),
+``arguments`` (a tool's schema, the owner's rules), ``kinds`` (each step kind checks
+itself), ``dataflow`` (the expressions and what they read), ``graph`` (cycles, levels),
+``shapes`` (return shapes, one package: where a tool's shape comes from, each step's, and
+``shapes.checks``, the paths and bound types against what steps return); ``catalog`` is
+what the check knows of the tools, ``checked`` what it hands to the runners,
+``json_schema`` every schema applied to a model's or person's values (``usable_schema``:
+whether a schema can be).
 """
 
 from durable_plan.check.catalog import ToolCatalog, ToolSpec

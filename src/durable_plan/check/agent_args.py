@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from durable_plan.check.json_schema import schema_problems
+from durable_plan.check.usable_schema import schema_problems
 from durable_plan.language.agent_step import (
     AGENT_ARGS,
     LITERAL_ONLY,

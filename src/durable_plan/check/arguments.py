@@ -10,11 +10,11 @@ import jsonschema
 
 from durable_plan.check.base import CheckerState
 from durable_plan.check.json_schema import validator_for
-from durable_plan.language.limits import (
-    brief,
-)
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import Step
+from durable_plan.language.plan_limits import (
+    brief,
+)
 
 
 class ArgumentChecks(CheckerState):

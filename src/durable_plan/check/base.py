@@ -10,7 +10,7 @@ from typing import Any
 
 from durable_plan.check.catalog import ToolCatalog
 from durable_plan.language.errors import Problem
-from durable_plan.language.limits import (
+from durable_plan.language.plan_limits import (
     truncate_text,
 )
 

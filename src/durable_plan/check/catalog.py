@@ -7,14 +7,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from durable_plan.check.shapes import compact_shape
+from durable_plan.check.shapes.compact import compact_shape
 from durable_plan.language.agent_step import MAX_ITERATIONS
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.routing import routing_problem
 
-RETURN_SHAPES_PATCH = "return-shapes"
-"""Workflow code whose check refused a plan by a result's shape (``SHAPE_PROBLEMS``): a
-plan or conversation recorded before the check replays it without (it ran that plan)."""
 SHAPE_PROBLEMS = frozenset({"no_field", "wrong_type"})
 """The problems only the return-shape check finds."""
 
@@ -31,7 +28,7 @@ class ToolSpec:
     tighten them. None (a bare catalog of names) checks no bounds."""
     output_schema: Mapping[str, Any] | None = None
     """The tool's return shape (a JSON Schema): paths into its steps' results are walked
-    through it (``check/shapes.py``). None: unknown, every path passes."""
+    through it (``check/shapes/walk.py``). None: unknown, every path passes."""
 
 
 @dataclass(frozen=True)
@@ -57,21 +54,15 @@ class ToolCatalog:
         return cls({s.name: s for s in items})
 
     @classmethod
-    def from_options(
-        cls, options: Mapping[str, ToolOptions], *, owner_rules: bool = True
-    ) -> ToolCatalog:
-        """Every named tool plannable, with its schema and rules (the durable tool table's view).
-
-        ``owner_rules=False`` leaves the per-step bounds unchecked (replaying plans
-        that started before they were enforced).
-        """
+    def from_options(cls, options: Mapping[str, ToolOptions]) -> ToolCatalog:
+        """Every named tool plannable, with its schema and rules (the durable tool table's view)."""
         return cls(
             {
                 name: ToolSpec(
                     name,
                     opts.input_schema,
-                    routing_problem(opts) if owner_rules else None,
-                    opts if owner_rules else None,
+                    routing_problem(opts),
+                    opts,
                     # A tool table may be built by hand (any workflow input is): bounded
                     # here as a server's shape is (a registry's is compact already).
                     compact_shape(opts.output_schema) if opts.output_schema else None,
@@ -86,9 +77,9 @@ class ToolCatalog:
         return any(spec.output_schema is not None for spec in self.tools.values())
 
     def without_shapes(self) -> ToolCatalog:
-        """The same catalogue, checked as before return shapes: no tool's shape, no shape
-        of a step kind's result, no bound literal's type (workflow code recorded before
-        them: ``RETURN_SHAPES_PATCH``)."""
+        """The same catalogue without return shapes: no tool's shape, no shape of a step
+        kind's result, no bound literal's type (a conversation whose history ran a plan the
+        shapes its tools declare since would refuse: ``temporal.versions``)."""
         tools = {n: replace(s, output_schema=None) for n, s in self.tools.items()}
         return replace(self, tools=tools, return_shapes=False)
 

@@ -10,7 +10,6 @@ re-derives the graph.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -23,17 +22,23 @@ from durable_plan.check.catalog import ToolCatalog, ToolSpec
 from durable_plan.check.checked import CheckedPlan, CheckedStep
 from durable_plan.check.dataflow import _Parsed
 from durable_plan.check.graph import _find_cycles, _levels
-from durable_plan.check.shape_checks import ShapeChecks
+from durable_plan.check.plan_errors import describe_schema_error, salvage_step
+from durable_plan.check.shapes.checks import ShapeChecks
 from durable_plan.language.errors import PlanRejected, StepError
 from durable_plan.language.json_text import compact_json
-from durable_plan.language.limits import (
+from durable_plan.language.plan import (
+    DEFAULT_MAX_STEPS,
+    Plan,
+    Step,
+    plan_field_names,
+    rare_field_text,
+)
+from durable_plan.language.plan_limits import (
     MAX_PLAN_BYTES,
     ValueTooLarge,
-    brief,
     error_path,
     plain_json,
 )
-from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, Step, plan_field_names
 
 
 def check_plan(
@@ -55,18 +60,17 @@ def check_plan(
     ``input_names`` (the names the file declares) makes reading any other one a problem.
 
     ``checked_by_sender``: the plan is the input of a plan workflow whose sender checked
-    it as this does, against the same tool table (``checked_input``; the input says so by
-    its ``patch_level``, ``SENDER_CHECKED_LEVEL``). Every rule the run relies on is checked
+    it as this does, against the same tool table (``checked_input``; the input says so:
+    ``PlanInput.checked_by_sender``). Every rule the run relies on is checked
     again, since anyone who may start a workflow may write its input: the step count and
     size, the schema, ids, each step's tool (known, plannable, its arguments, the owner's
     rules, an agent step's bounds and schemas, a map's body), every expression (its size,
     its durable functions), the graph. Two checks are left to the sender: the walk of the
     raw JSON's values in a plan of a few KiB (``_Checker._admit_sent``: integers over 64
     bits, nesting past 100), and bindings against the tools' result shapes (static typing
-    at its best effort: a value from a result of unknown shape is never typed, and plans
-    recorded before return shapes were checked without it). For a plan
+    at its best effort: a value from a result of unknown shape is never typed). For a plan
     the full check accepts, the result is the same ``CheckedPlan``
-    (tests/test_sender_checked.py).
+    (tests/unit/check/test_sender_checked.py).
     """
     if catalog is not None and not isinstance(catalog, ToolCatalog):
         catalog = ToolCatalog.of(catalog)
@@ -289,7 +293,7 @@ class _Checker(ShapeChecks):
         steps: list[Step] = []
         if isinstance(raw_steps, list):
             for item in raw_steps:
-                salvaged = _salvage_step(item)
+                salvaged = salvage_step(item)
                 if salvaged is not None:
                     steps.append(salvaged)
         returns = raw.get("returns")
@@ -325,7 +329,9 @@ class _Checker(ShapeChecks):
             loc = [p for p in loc if p not in _UNION_TAGS]
             fld = ".".join(str(p) for p in loc) or None
             etype = err["type"]
-            message, fix = _describe_schema_error(etype, err, fld, names[kind])
+            message, fix = describe_schema_error(etype, err, fld, names[kind])
+            # The sent schema leaves the rare fields out: say here what such a field is.
+            fix = rare_field_text(kind, fld or "") or fix
             self.add("schema", message, fix, step_name, fld)
 
     def _check_ids(self, steps: Sequence[Step]) -> set[str]:
@@ -352,47 +358,3 @@ class _Checker(ShapeChecks):
                 cycle[0],
                 self.edge_fields.get(cycle[0], {}).get(cycle[1 % len(cycle)], "bind"),
             )
-
-
-def _describe_schema_error(
-    etype: str, err: Any, fld: str | None, fields: list[str]
-) -> tuple[str, str]:
-    last = fld.split(".")[-1] if fld else ""
-    if etype == "extra_forbidden":
-        close = difflib.get_close_matches(last, fields, n=1)
-        fix = f"did you mean '{close[0]}'?" if close else f"remove it; fields: {', '.join(fields)}"
-        return f"unknown field '{last}'", fix
-    if etype == "missing":
-        return f"required field '{last}' is missing", f"add '{last}'"
-    if etype == "string_pattern_mismatch":
-        return (
-            f"{err['input']!r} is not a valid step id",
-            "start with a lowercase letter; use lowercase letters, digits and '_' "
-            "(at most 32 characters)",
-        )
-    if etype == "too_short" and fld == "steps":
-        return "the plan has no steps", "add at least one step"
-    if etype == "string_type" and fld is not None and fld.startswith("bind."):
-        name = fld.removeprefix("bind.")
-        given = brief(err.get("input"))
-        return (
-            f"bind values are JSONata expressions (strings); '{name}' is {given}",
-            f'put literal values in args: "args": {{"{name}": {given}}}',
-        )
-    return f"{err['msg']} (got {brief(err.get('input'))})", "see the plan schema"
-
-
-def _salvage_step(item: Any) -> Step | None:
-    """The step without its invalid fields (already reported), or None if id/tool are bad."""
-    if not isinstance(item, Mapping):
-        return None
-    candidate = dict(item)
-    for _ in range(2):
-        try:
-            return Step.model_validate(candidate)
-        except ValidationError as exc:
-            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]}
-            if bad & {"id", "tool"} or not bad:
-                return None
-            candidate = {k: v for k, v in candidate.items() if k not in bad}
-    return None

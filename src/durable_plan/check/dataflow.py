@@ -23,12 +23,12 @@ from durable_plan.language.control_steps import (
     MAP,
     REDUCE,
 )
-from durable_plan.language.limits import (
+from durable_plan.language.plan import Step
+from durable_plan.language.plan_limits import (
     MAX_EXPRESSION_CHARS,
     MAX_PLAN_EXPRESSION_CHARS,
     brief,
 )
-from durable_plan.language.plan import Step
 
 _Parsed = tuple[
     dict[str, Expression], Expression | None, set[str], dict[str, Template], CheckedBody | None

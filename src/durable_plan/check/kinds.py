@@ -26,7 +26,7 @@ from durable_plan.language.control_steps import (
     REDUCE_ARGS,
 )
 from durable_plan.language.errors import APPROVAL_REFUSAL
-from durable_plan.language.plan import Step
+from durable_plan.language.plan import Step, rare_field_text
 
 
 class KindChecks(ArgumentChecks):
@@ -185,9 +185,8 @@ class KindChecks(ArgumentChecks):
         except ValidationError as exc:
             for err in exc.errors():
                 loc = ".".join(str(p) for p in err["loc"] if p not in _UNION_TAGS)
-                self.add(
-                    "schema", str(err["msg"]), "see the plan schema", step.id, f"args.do.{loc}"
-                )
+                fix = rare_field_text("step", loc) or "see the plan schema"
+                self.add("schema", str(err["msg"]), fix, step.id, f"args.do.{loc}")
             return None
 
     def _check_exit(self, step: Step) -> None:

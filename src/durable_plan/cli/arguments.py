@@ -23,6 +23,36 @@ TOOLS_HELP = (
     f"(default: ${TOOLS_ENV})"
 )
 
+DOCS_BASE = "docs/"
+"""Where every help text's documentation link points: the pages' paths in the repository.
+No site is published yet (mkdocs.yml has no ``site_url``), and a path in the repository is
+what a reader of a checkout or of GitHub can open; when the site is published, this becomes
+its address (mkdocs.yml ``site_url``) and every link follows."""
+
+COMMAND_DOCS: dict[str | None, str] = {
+    None: "reference/cli.md",  # `durable-plan --help`
+    "validate": "guides/cli.md#validating-plan-files",
+    "graph": "guides/cli.md#pictures-of-plans",
+    "run": "guides/cli.md",
+    "show": "guides/cli.md#approvals-from-the-command-line",
+    "approve": "guides/cli.md#approvals-from-the-command-line",
+    "decide": "guides/cli.md#approvals-from-the-command-line",
+    "worker": "guides/routing.md",
+    "dev": "guides/deployment.md#development-server",
+    "keygen": "guides/encryption.md",
+    "codec-server": "guides/encryption.md",
+    "sweep-store": "guides/large-payloads.md#large-results-by-reference",
+    "replay": "guides/upgrading.md",
+}
+"""The page that explains each subcommand (a test holds that every subcommand has one and that
+each page and heading exists)."""
+
+
+def help_epilog(command: str | None) -> str:
+    """The exit codes, then the link to the command's page: the last line of its --help."""
+    page = COMMAND_DOCS.get(command, COMMAND_DOCS[None])
+    return f"{EXIT_CODES_HELP}\n\ndocumentation: {DOCS_BASE}{page}"
+
 
 class Parser(argparse.ArgumentParser):
     """Usage errors in one line with where to look, like every other error of the command
@@ -57,7 +87,7 @@ def command_parser(
         help=help,
         description=description or help[0].upper() + help[1:] + ".",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=EXIT_CODES_HELP,
+        epilog=help_epilog(name),
     )
     p.set_defaults(handler=f"durable_plan.cli.commands.{handler}")
     return p

@@ -6,7 +6,6 @@ from durable_plan.expressions.analysis import (
     ALWAYS_FORBIDDEN,
     LOOP_VARIABLES,
     NONDETERMINISTIC,
-    PRIOR_ROOT,
     Expression,
     ExpressionSyntaxError,
     parse,
@@ -14,6 +13,7 @@ from durable_plan.expressions.analysis import (
 )
 from durable_plan.expressions.evaluation import Budget, evaluate, to_json
 from durable_plan.expressions.explain import explain_no_match, first_missing, iter_sources
+from durable_plan.expressions.reads import PRIOR_ROOT
 
 __all__ = [
     "ALWAYS_FORBIDDEN",

@@ -26,7 +26,7 @@ from durable_plan.expressions.analysis import (
 from durable_plan.expressions.meter import _from_jsonata, _Meter
 from durable_plan.expressions.regex import _re2_engine, _refuse
 from durable_plan.language.errors import StepError
-from durable_plan.language.limits import (
+from durable_plan.language.plan_limits import (
     DEFAULT_LIMITS,
     MAX_INT_BITS,
     ExpressionLimits,
@@ -176,7 +176,7 @@ def _read_simple(
     evaluated by JSONata, errors and all. The step count (the path node, one per
     name, and what ``_Meter.measure`` charges: strings once, arrays twice, as
     JSONata's path and its last step both measure them) is pinned against the
-    metered evaluation by ``tests/test_expressions.py``.
+    metered evaluation by ``tests/unit/expressions/test_expressions.py``.
     """
     current: Any = scope.get("steps")
     for name in path:
@@ -212,7 +212,7 @@ def _read_array(
     into the result) or missing (it drops an undefined element), and the list within the
     array limit. The count (the constructor's node, each path's, and what
     ``_Meter.measure`` charges for the list built) is pinned against the metered
-    evaluation by ``tests/test_fast_paths.py``."""
+    evaluation by ``tests/unit/expressions/test_fast_paths.py``."""
     values = []
     steps = 1
     for path in paths:

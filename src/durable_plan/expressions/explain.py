@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from durable_plan.expressions.analysis import PRIOR_ROOT, Expression
+from durable_plan.expressions.analysis import Expression
+from durable_plan.expressions.reads import PRIOR_ROOT
 
 
 def explain_no_match(expr: Expression, scope: Mapping[str, Any]) -> str:

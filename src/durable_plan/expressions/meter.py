@@ -21,7 +21,7 @@ from jsonata.datetimeutils import DateTimeUtils
 from jsonata.utils import Utils
 
 from durable_plan.language.errors import StepError
-from durable_plan.language.limits import (
+from durable_plan.language.plan_limits import (
     MAX_INT_BITS,
     ExpressionLimits,
     LimitExceeded,

@@ -29,11 +29,6 @@ default through ``connect``) those calls are references and history grows with t
 not their square (``bench.external_storage``: 16 rounds of 64 KiB results, 16.5 MB of
 history without, 1.1 MB with; 32 rounds with, 2.2 MB). Without it, a loop stops clearly
 before a model call too large to send or a history near Temporal's limit."""
-LEGACY_MAX_ITERATIONS = 16
-"""The cap before External Storage: workflow code that checks plans (a conversation, a plan
-workflow) recorded before ``ROUNDS_PATCH`` keeps it, so a plan refused then is refused on
-replay."""
-ROUNDS_PATCH = "agent-rounds-32"
 
 AGENT_ARGS = ("prompt", "output_schema", "tools", "max_iterations", "model", "system_prompt")
 LITERAL_ONLY = ("output_schema", "tools", "max_iterations", "model")

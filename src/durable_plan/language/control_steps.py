@@ -67,7 +67,8 @@ EXIT_RULES = (
     '"args": {"status": "success" or "error", "message": "why the plan ends"}}; optional '
     '"bind": {"output": "<expression>"} (message may be bound too). When it runs, steps not '
     'started yet are skipped and the report says why; status "error" makes the plan failed '
-    '(and not final), "success" keeps it clean.'
+    '(and not final), "success" keeps it clean. Its result is {"step", "status", "message", '
+    '"output"}.'
 )
 KIND_RULES = {MAP: MAP_RULES, REDUCE: REDUCE_RULES, EXIT: EXIT_RULES}
 """Sent with a rejection that found a problem in such a step (``check.py``): the plan

@@ -62,7 +62,7 @@ class ToolOptions:
     limit of the tool's queue, ``max_task_queue_activities_per_second``); needs
     ``task_queue``."""
     output_schema: dict[str, Any] | None = None
-    """The tool's return shape, a compact JSON Schema (``durable_plan.tools.return_shapes``):
+    """The tool's return shape, a compact JSON Schema (``durable_plan.check.shapes.declared``):
     the checks reject a plan reading a field the shape rules out, before anything runs.
     None: not declared (any path passes, as before); sent only when set."""
 

@@ -35,36 +35,43 @@ class _Input(_Frozen):
 class Step(_Input):
     """One tool call inside a plan.
 
-    Field descriptions are part of the plan tool's spec, sent on every model call:
-    each says one thing the model needs for a correct first plan, and nothing the
-    tool description already says (``schema.py``). The rules of the step kinds and
-    of the rarer fields reach the model in the check's messages, where it meets them.
+    The plan tool's spec, sent on every model call, states a step in one compact line
+    (``schema.py``): each field as ``name: description``, ``?`` marking the optional ones, so
+    a field's description is its form in a few words, then the one thing the model needs
+    for a correct first plan that the tool description does not say. The rules of the step
+    kinds and of the rare fields (``RARE_FIELDS``) reach the model in the check's messages,
+    where it meets them.
     """
 
     id: StepId
     tool: str = Field(min_length=1)
-    args: dict[str, JsonValue] = Field(default_factory=dict, description="Literal arguments.")
+    args: dict[str, JsonValue] = Field(default_factory=dict, description="{arg: literal}")
     bind: dict[str, str] = Field(
         default_factory=dict,
-        description=(
-            'Argument -> expression, e.g. {"armour": "steps.lookup.armour"}; an array: '
-            '"[steps.a.damage, steps.b.damage]".'
-        ),
+        description='{arg: expression}, e.g. {"armour": "steps.lookup.armour"}',
     )
-    after: list[StepId] = Field(default_factory=list)
+    after: list[StepId] = Field(default_factory=list, description="[id]")
     when: str | None = Field(
         default=None,
-        description=(
-            "Condition, exactly true or false; false makes the step and its dependents not_taken."
-        ),
+        description="expression, exactly true or false (false: it and its dependents end "
+        "not_taken)",
     )
     join: Join = Field(
         default="all",
-        description='"any": after a branch, run if at least one dependency ran ok.',
+        description='all|any ("any": run if one dependency ran ok)',
     )
-    timeout_s: Annotated[float, Field(gt=0, le=86_400)] | None = None
-    retries: Annotated[int, Field(ge=0, le=10)] | None = None
-    local: bool = False
+    timeout_s: Annotated[float, Field(gt=0, le=86_400)] | None = Field(
+        default=None,
+        description="Seconds the step may take, at most its tool owner's (more than 0, "
+        "at most 86400).",
+    )
+    retries: Annotated[int, Field(ge=0, le=10)] | None = Field(
+        default=None, description="Retries after a failed attempt, at most its tool owner's."
+    )
+    local: bool = Field(
+        default=False,
+        description="true: run as a local activity, where the tool's owner allows it.",
+    )
 
 
 class Plan(_Input):
@@ -76,14 +83,16 @@ class Plan(_Input):
     )
     final: bool = Field(
         default=False,
-        description="true when those results fully answer the user: the turn ends with them.",
+        description="true: those results fully answer the user and end the turn.",
     )
     on_error: OnError = Field(
         default="fail_fast",
-        description='"fail_fast": a failure skips steps not yet started; "continue": only '
-        "its dependents.",
+        description='A failure skips: "fail_fast" every step not started, "continue" its '
+        "dependents.",
     )
-    max_parallel: Annotated[int, Field(ge=1, le=256)] | None = None
+    max_parallel: Annotated[int, Field(ge=1, le=256)] | None = Field(
+        default=None, description="At most this many steps run at once (1 to 256)."
+    )
 
 
 def _is_none(value: Any) -> bool:
@@ -160,6 +169,24 @@ def rounds_saved(levels_run_ok: set[int], final: bool) -> int:
     the plan itself took, plus the round a final answer saves. One rule for the engine's
     result and a compact wire result read back (``temporal.result_form``)."""
     return max(len(levels_run_ok) - 1, 0) + (1 if final else 0)
+
+
+RARE_FIELDS: dict[str, tuple[str, ...]] = {
+    "step": ("timeout_s", "retries", "local"),
+    "plan": ("max_parallel",),
+}
+"""Fields few plans use: the schema sent to the model leaves them out (it is sent on every
+call, ``schema.py``), the model still accepts them, and the check's rejection of a wrong
+value says what the field is (``rare_field_text``)."""
+
+
+def rare_field_text(kind: str, name: str) -> str | None:
+    """What a rare field of a ``kind`` ("plan" or "step") is, for a rejection: its
+    description, which no schema the model was sent carries; None for any other field."""
+    if name not in RARE_FIELDS.get(kind, ()):
+        return None
+    model = Step if kind == "step" else Plan
+    return f"'{name}': {model.model_fields[name].description}"
 
 
 def plan_field_names() -> dict[str, list[str]]:

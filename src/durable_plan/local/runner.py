@@ -22,7 +22,7 @@ from durable_plan.run.calls import Invoker, StepCall
 from durable_plan.run.engine import PlanRun
 from durable_plan.run.events import SILENT, Emitter, EventSink, step_context
 from durable_plan.run.reuse import Recall
-from durable_plan.run.telemetry import telemetry_sink
+from durable_plan.run.telemetry_sink import telemetry_sink
 from durable_plan.tools.deadline import within
 from durable_plan.tools.registry import ToolRegistry
 
@@ -147,7 +147,7 @@ async def run_checked(
 
 def local_events(on_event: EventSink | None, plan_id: str | None) -> Emitter:
     """The in-process run's emitter: the caller's sink, and spans and metrics when an
-    OpenTelemetry tracer or meter provider is set (``run/telemetry.py``)."""
+    OpenTelemetry tracer or meter provider is set (``run/telemetry_sink.py``)."""
     sinks: list[EventSink] = [on_event] if on_event is not None else []
     telemetry = telemetry_sink()
     if telemetry is not None:

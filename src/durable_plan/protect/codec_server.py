@@ -17,7 +17,8 @@ an ``allowed_hosts`` entry. What one request may cost is bounded: a body of at m
 ``MAX_BODY_BYTES`` and ``MAX_PAYLOADS`` payloads (a bigger one is refused with 413 before
 it is read), ``MAX_CONNECTIONS`` connections at once (more wait ``BUSY_WAIT_S``, then get
 503) and ``MAX_BUSY`` bodies decoded at once. Standard library only (``http.server`` in a
-thread), so it needs nothing beyond durable-plan's own dependencies.
+thread), so it needs nothing beyond durable-plan's own dependencies. The bounded
+connections are ``bounded_http.py``.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import json
 import threading
 from collections.abc import Callable, Collection, Iterable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 
+from durable_plan.protect.bounded_http import _BoundedHTTPServer
 from durable_plan.protect.encryption import EncryptionCodec, EncryptionError, Keyring
 
 __all__ = [
@@ -63,7 +65,6 @@ host, so this is several people's UIs. More wait ``BUSY_WAIT_S``, then get 503."
 MAX_BUSY = 4
 """Requests whose bodies are read and decoded at once; the others wait their turn, so at
 most this many bodies are in memory."""
-BUSY_WAIT_S = 2.0
 READ_TIMEOUT_S = 30.0
 """A client that announces a body and then stalls is dropped after this long."""
 ALLOWED_HEADERS = "content-type,x-namespace,authorization"
@@ -193,52 +194,6 @@ def _split_host(text: str) -> tuple[str | None, int | None]:
 
 def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-class _BoundedHTTPServer(ThreadingHTTPServer):
-    """A thread per connection, at most ``max_connections`` at once: one more waits
-    ``BUSY_WAIT_S`` for a free slot, then gets 503 without its request being read."""
-
-    daemon_threads = True
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        handler: type[BaseHTTPRequestHandler],
-        max_connections: int,
-    ) -> None:
-        super().__init__(address, handler)
-        self.slots = threading.BoundedSemaphore(max_connections)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(timeout=BUSY_WAIT_S):
-            _refuse_busy(request)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-
-def _refuse_busy(request: Any) -> None:
-    body = json.dumps({"error": "the codec server is busy; try again"}).encode()
-    head = (
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
-    )
-    try:
-        request.settimeout(1.0)  # never let a client that does not read hold the server
-        request.sendall(head.encode() + body)
-    except OSError:
-        pass
 
 
 class _Handler(BaseHTTPRequestHandler):

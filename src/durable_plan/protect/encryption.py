@@ -27,8 +27,9 @@ and the demo scripts. The converter it installs stays encrypting when another pl
 as Strands' ``StrandsPlugin``) later rewrites the converter with ``dataclasses.replace``.
 
 The parts live in their own modules, one job each: ``keys`` (the keyring), ``codec`` (the
-payload codec), ``converter`` (the data converter) and ``plugin`` (the client plugin). This
-module is the import path the rest of durable-plan, the README and users have always used.
+payload codec), ``converter`` (the data converter) and ``encryption_plugin`` (the client
+plugin). This module is the import path the rest of durable-plan, the README and users have
+always used.
 """
 
 from durable_plan.protect.codec import CIPHER as CIPHER
@@ -44,6 +45,7 @@ from durable_plan.protect.codec import (
 from durable_plan.protect.codec import NONCE_BYTES as NONCE_BYTES
 from durable_plan.protect.codec import TAG_BYTES as TAG_BYTES
 from durable_plan.protect.converter import EncryptedDataConverter, codec_of, encrypted_converter
+from durable_plan.protect.encryption_plugin import EncryptionPlugin, encrypted_client, is_encrypting
 from durable_plan.protect.keys import KEY_SIZES as KEY_SIZES
 from durable_plan.protect.keys import (
     KEYS_ENV,
@@ -54,7 +56,6 @@ from durable_plan.protect.keys import (
 )
 from durable_plan.protect.keys import MAX_KEYS as MAX_KEYS
 from durable_plan.protect.keys import EncryptionError as EncryptionError
-from durable_plan.protect.plugin import EncryptionPlugin, encrypted_client, is_encrypting
 
 # The names imported ``as`` themselves are importable from here as before, but stay out of
 # ``__all__`` (so ``import *`` is unchanged).

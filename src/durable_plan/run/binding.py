@@ -19,7 +19,7 @@ from durable_plan.expressions.templates import Template
 from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.control_steps import CONTROL
 from durable_plan.language.errors import StepError
-from durable_plan.language.limits import ExpressionLimits, LimitExceeded, brief
+from durable_plan.language.plan_limits import ExpressionLimits, LimitExceeded, brief
 from durable_plan.run.references import read_inside_message, unwrapped_reference_message
 from durable_plan.run.reuse import PRIOR, Recall
 

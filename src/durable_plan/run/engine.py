@@ -8,20 +8,19 @@ I/O or reads a clock, so the Temporal workflow can run it as workflow code.
 
 The expressions themselves are evaluated by the run's ``Binder`` (``binding.py``), and a
 result is made plain JSON by ``json_results.py``; both are imported from here as before.
+Its read-outs (progress lines, counts, an agent step's tokens) are ``run_report.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from durable_plan.check import CheckedPlan, CheckedStep
-from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.control_steps import EXIT
 from durable_plan.language.errors import StepError
-from durable_plan.language.limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
 from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus, rounds_saved
+from durable_plan.language.plan_limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
 from durable_plan.run.binding import Binder
 from durable_plan.run.calls import StepCall
 from durable_plan.run.events import SILENT, Emitter, add_usage
@@ -30,22 +29,8 @@ from durable_plan.run.json_results import as_json as as_json
 from durable_plan.run.json_results import non_json_message as non_json_message
 from durable_plan.run.references import holds_reference
 from durable_plan.run.reuse import Recall, Remembered
+from durable_plan.run.run_report import Phase, Progress, _counts, agent_usage
 from durable_plan.run.scheduler import Scheduler
-
-Phase = Literal["pending", "running", "ok", "failed", "skipped", "not_taken"]
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One line of a live ledger, including steps not yet ended."""
-
-    id: str
-    tool: str
-    phase: Phase
-    level: int
-    duration_ms: float
-    attempts: int
-    error: str | None
 
 
 class PlanRun:
@@ -412,20 +397,3 @@ class PlanRun:
             usage=outcome.usage,
             detail={"reused_from": outcome.reused_from} if outcome.reused_from else None,
         )
-
-
-def agent_usage(tool: str, value: Any) -> dict[str, int] | None:
-    """An agent step's model tokens, from its result (``agent_loop.run_agent_step``)."""
-    if tool != AGENT_TOOL or not isinstance(value, dict):
-        return None
-    usage = value.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    return {k: int(v) for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
-def _counts(ledger: list[StepOutcome]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for outcome in ledger:
-        counts[outcome.status] = counts.get(outcome.status, 0) + 1
-    return counts

@@ -2,9 +2,9 @@
 
 ``PlanRun`` (steps, items, exits, the end), ``RoundTracker`` (an agent step's rounds and
 tool calls) and the approval desk emit through an ``Emitter``; the runner decides where
-the events go: durably into the workflow's Workflow Stream (``temporal/event_stream.py``),
+the events go: durably into the workflow's Workflow Stream (``temporal/workflows/event_stream.py``),
 in-process to a callback or an ``EventQueue``; spans and metrics are made from the same
-events (``telemetry.py``), so what a trace shows and what a subscriber sees cannot drift.
+events (``telemetry_sink.py``), so what a trace shows and what a subscriber sees cannot drift.
 
 An event is small and bounded whatever the plan does: no arguments or results, error
 texts cut to ``MAX_EVENT_ERROR_CHARS`` and every other text (a tool name a model made up)
@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
-from durable_plan.language.limits import truncate_text
+from durable_plan.language.plan_limits import truncate_text
 
 EventKind = Literal[
     "plan_started",

@@ -24,7 +24,7 @@ from strands.types.tools import ToolUse
 
 from durable_plan.language.errors import interrupt_message
 from durable_plan.run.agent_loop import RoundTracker
-from durable_plan.tools.registry import ToolFailed, unwrap_tool_result
+from durable_plan.tools.registered_tool import ToolFailed, unwrap_tool_result
 from durable_plan.tools.results import tool_result
 
 CANCELLED_DEFAULT = "tool cancelled by user"
@@ -71,15 +71,6 @@ class ToolHooks:
                 if not _internal(getattr(entry, "callback", entry)):
                     return True
         return False
-
-    @property
-    def any_callback(self) -> bool:
-        """0.1.0's test (any tool-call callback, Strands' own too): replaying its histories."""
-        hooks = getattr(self._agent, "hooks", None)
-        registered = getattr(hooks, "_registered_callbacks", None)
-        if not isinstance(registered, dict):
-            return hooks is not None
-        return bool(registered.get(BeforeToolCallEvent) or registered.get(AfterToolCallEvent))
 
     def _tool(self, name: str) -> Any:
         registry = getattr(self._agent, "tool_registry", None)

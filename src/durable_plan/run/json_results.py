@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from durable_plan.language.errors import StepError
-from durable_plan.language.limits import plain_json
+from durable_plan.language.plan_limits import plain_json
 
 __all__ = ["as_json", "non_json_message"]
 

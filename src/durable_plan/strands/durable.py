@@ -5,56 +5,70 @@ agent never loads workflow code. The tool body checks the plan in the parent (a 
 plan costs no child workflow), starts the child with the readable id
 ``<parent id>/plan/<toolUseId>``, answers its requests to the agent's tool hooks while
 it runs (``hook_relay``), and, when the plan ends as a whole, finds out what it did
-(``recovery``). Conversations recorded by 0.1.0 replay their own relay
-(``legacy_relay``).
+(``recovery``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog
+from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import PlanResult
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.run.reuse import REMEMBERED_KEY, Recall, Remembered
 from durable_plan.strands.plan_tool import PlanFailed
-from durable_plan.temporal.hook_relay import RelayDesk, hook_inbox
-from durable_plan.temporal.ids import child_workflow_id
-from durable_plan.temporal.legacy_relay import LegacyHookRelay, legacy_relay
-from durable_plan.temporal.messages import (
-    DEFAULT_MAX_HISTORY_BYTES,
+from durable_plan.temporal.wire.ids import child_workflow_id
+from durable_plan.temporal.wire.messages import (
     PLAN_WORKFLOW_NAME,
     PLANS_TOPIC,
     failure_message,
     json_payload,
 )
-from durable_plan.temporal.patch_level import conversation_patched
-from durable_plan.temporal.payload_limits import workers_store_payloads
-from durable_plan.temporal.plan_request import checked_input
-from durable_plan.temporal.plan_status import start_attributes, workers_see_plan_status
-from durable_plan.temporal.recovery import Salvage, recover
-from durable_plan.temporal.result_form import plan_result_of
-from durable_plan.temporal.ui_summary import plan_metadata
+from durable_plan.temporal.wire.payload_limits import workers_store_payloads
+from durable_plan.temporal.wire.plan_settings import (
+    DEFAULT_MAX_HISTORY_BYTES,
+    HookRelay,
+    Models,
+    PlanSettings,
+)
+from durable_plan.temporal.wire.result_form import plan_result_of
+from durable_plan.temporal.workflows.hook_relay import RelayDesk, hook_inbox
+from durable_plan.temporal.workflows.plan_request import checked_input
+from durable_plan.temporal.workflows.plan_status import start_attributes, workers_see_plan_status
+from durable_plan.temporal.workflows.recovery import Salvage, recover
+from durable_plan.temporal.workflows.ui_summary import plan_metadata
 from durable_plan.tools.registry import ToolRegistry
 
-if TYPE_CHECKING:
-    from durable_plan.strands.plugin import WorkflowPlanPlugin
 
-RECOVER_LEDGER_PATCH = "recover-ledger"
-"""Conversations that read back an ended plan's ledger (earlier ones did not); asked as the
-conversation's one marker (``patch_level.conversation_patched``)."""
+class PlanToolSettings(Protocol):
+    """What a plan's child needs of the plan tool (``WorkflowPlanPlugin`` has it): named
+    here, not imported, so this module does not import the plugin that imports it."""
+
+    max_steps: int
+    max_result_bytes: int | None
+    plan_options: dict[str, Any]
+    hooked_tools: list[str] | None
+    hook_relay_bytes: int
+    agent_models: list[str]
+    task_queue: str | None
+    plan_stream: Any
+
+    def tool_options(self, registry: ToolRegistry) -> dict[str, ToolOptions]: ...
+
+
 CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
 """A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
 
 
 async def run_child(
-    plugin: WorkflowPlanPlugin,
+    plugin: PlanToolSettings,
     checked: CheckedPlan,
     registry: ToolRegistry,
     catalog: ToolCatalog,
@@ -78,53 +92,57 @@ async def run_child(
     # Only what this agent may plan travels: agent steps choose among these too.
     plannable = set(catalog.plannable)
     tools = {n: o for n, o in plugin.tool_options(registry).items() if n in plannable}
-    # Shapes travel only where the parent checked with them (a conversation recorded
-    # before them starts its plans as it did).
+    # Shapes travel only where the parent checked with them (a conversation whose history
+    # ran this plan before its tools declared them starts it as it did: ``versions``).
     tools = {
         n: o
         if o.output_schema is None or catalog.tools[n].output_schema is not None
         else replace(o, output_schema=None)
         for n, o in tools.items()
     }
-    limits: dict[str, Any] = dict(plugin.plan_options)
+    options = dict(plugin.plan_options)
+    inputs = options.pop("inputs", None)  # the plan's own, not a setting
+    given = PlanSettings.of(options)
+    bounds = replace(given.bounds, max_steps=plugin.max_steps)
     if plugin.max_result_bytes is not None:
-        limits["max_result_bytes"] = plugin.max_result_bytes
+        bounds = replace(bounds, max_result_bytes=plugin.max_result_bytes)
     child_id = child_workflow_id(parent.workflow_id, "plan", tool_use_id)
     desk: RelayDesk | None = None
-    legacy: LegacyHookRelay | None = None
+    relay = HookRelay()
     gated = frozenset(n for n, o in tools.items() if o.requires_approval)
-    if not conversation_patched():  # RELAY_V2_PATCH, in the conversation's one marker
-        # A conversation recorded by 0.1.0: its history speaks that relay (legacy_relay).
-        if hooks is not None and hooks.any_callback:
-            legacy = legacy_relay()
-            legacy.register(child_id, hooks, gated)
-            limits["hooks_workflow_id"] = parent.workflow_id
-    elif hooks is not None and hooks.active:
+    if hooks is not None and hooks.active:
         # Each step passes the agent's tool hooks, run here in the agent's workflow.
         desk = hook_inbox().open(child_id, hooks, gated)
-        limits["hooks_workflow_id"] = parent.workflow_id
-        limits["hook_key"] = child_id
-        limits["hook_bytes"] = min(plugin.hook_relay_bytes, room)
-        limits["hooked_tools"] = plugin.hooked_tools
-    if recall is not None:
-        limits["memory"] = recall.to_wire()
-    limits["payloads_stored"] = workers_store_payloads()
-    # What this process's plan workers found at start (workflow code cannot ask the server),
-    # recorded in the child's input: a replay of either reads it, never asks again.
-    limits.setdefault(
-        "plan_status_attribute", workers_see_plan_status(parent.namespace, parent.task_queue)
+        relay = HookRelay(
+            hooks_workflow_id=parent.workflow_id,
+            hook_key=child_id,
+            hook_bytes=min(plugin.hook_relay_bytes, room),
+            hooked_tools=list(plugin.hooked_tools) if plugin.hooked_tools is not None else None,
+        )
+    visibility = given.visibility
+    if "plan_status_attribute" not in options:
+        # What this process's plan workers found at start (workflow code cannot ask the
+        # server), recorded in the child's input: a replay of either reads it, never asks again.
+        visibility = replace(
+            visibility,
+            plan_status_attribute=workers_see_plan_status(parent.namespace, parent.task_queue),
+        )
+    settings = replace(
+        given,
+        bounds=bounds,
+        routing=replace(given.routing, task_queue=plugin.task_queue),
+        models=Models(
+            default_model=getattr(getattr(agent, "model", None), "_model_name", None),
+            allowed_models=list(plugin.agent_models),
+        ),
+        relay=relay,
+        storage=replace(given.storage, payloads_stored=workers_store_payloads()),
+        visibility=visibility,
     )
-    request = checked_input(
-        checked,
-        tools,
-        max_steps=plugin.max_steps,
-        task_queue=plugin.task_queue,
-        default_model=getattr(getattr(agent, "model", None), "_model_name", None),
-        allowed_models=list(plugin.agent_models),
-        **limits,
-    )
+    memory = recall.to_wire() if recall is not None else None
+    request = checked_input(checked, tools, settings, inputs=inputs, memory=memory)
     task_queue = plugin.task_queue or parent.task_queue
-    summary, details = plan_metadata(checked, request.ui_metadata)
+    summary, details = plan_metadata(checked, request.visibility.ui_metadata)
     handle = await workflow.start_child_workflow(
         PLAN_WORKFLOW_NAME,
         RawValue(json_payload(request.to_wire())),  # in the plan's own key order
@@ -133,7 +151,7 @@ async def run_child(
         result_type=dict,
         static_summary=summary,
         static_details=details,
-        search_attributes=start_attributes() if request.plan_status_attribute else None,
+        search_attributes=start_attributes() if request.visibility.plan_status_attribute else None,
     )
     if plugin.plan_stream is not None:  # workflow code: a replay announces it again, alike
         plugin.plan_stream.topic(PLANS_TOPIC).publish({"plan": child_id})
@@ -143,15 +161,11 @@ async def run_child(
             await desk.serve(waiting)
         raw = await waiting
     except ChildWorkflowError as exc:
-        salvage = None
-        if legacy is None and conversation_patched():  # RECOVER_LEDGER_PATCH
-            salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
+        salvage = await _salvage(exc, child_id, handle.first_execution_run_id, task_queue)
         raise PlanFailed(failure_message(exc), salvage) from None
     finally:
         if not waiting.done():
             waiting.cancel()
-        if legacy is not None:
-            legacy.unregister(child_id)
     learned = [Remembered.from_wire(e) for e in raw.pop(REMEMBERED_KEY, None) or []]
     return plan_result_of(raw), learned
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 
 from durable_plan.language.schema import PLAN_TOOL_NAME, plan_input_schema, plan_tool_description
-from durable_plan.temporal.failures import PlanFailed as PlanFailed
+from durable_plan.temporal.workflows.failures import PlanFailed as PlanFailed
 from durable_plan.tools.results import tool_result
 
 

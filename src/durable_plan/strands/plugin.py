@@ -30,12 +30,12 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.check.shape_text import describe_shape, describe_signature
-from durable_plan.language.agent_step import LEGACY_MAX_ITERATIONS
+from durable_plan.check.shapes.docstrings import docstring_shape
+from durable_plan.check.shapes.text import describe_shape, describe_signature
 from durable_plan.language.errors import PlanRejected, describe_exception
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
-from durable_plan.language.plan import DEFAULT_MAX_STEPS, PlanResult
+from durable_plan.language.plan import PlanResult
 from durable_plan.language.schema import PLAN_TOOL_NAME
 from durable_plan.local.agents import agent_steps
 from durable_plan.local.hooked import hooked_invoker
@@ -44,7 +44,6 @@ from durable_plan.run.calls import Invoker
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.run.references import fit_returned
 from durable_plan.run.reuse import (
-    DEFAULT_MAX_BYTES,
     Remembered,
     StepMemory,
     repair_hint,
@@ -57,7 +56,20 @@ from durable_plan.strands.carried import (
     continue_stream,
     stream_state,
 )
-from durable_plan.strands.options import durable_plan_options
+from durable_plan.strands.options import (
+    DEFAULT_BOUNDS,
+    DEFAULT_MEMORY,
+    DEFAULT_PRESENTATION,
+    DEFAULT_RELAY,
+    DEFAULT_TELEMETRY,
+    OPTION_RECORDS,
+    PlanBounds,
+    Presentation,
+    StepMemoryOptions,
+    StorageRelay,
+    Telemetry,
+    durable_plan_options,
+)
 from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result, unwrap_peer_input
 from durable_plan.tools.approval import ApprovalPolicy, gated_patterns
 from durable_plan.tools.mcp import (
@@ -68,16 +80,10 @@ from durable_plan.tools.mcp import (
     with_mcp_tools,
 )
 from durable_plan.tools.registry import ToolRegistry
-from durable_plan.tools.return_shapes import docstring_shape
 
 PLUGIN_NAME = "durable-plan"
 MAX_RESULTS_KEPT = 64
 """``results`` keeps the last plans of a conversation, not all of them forever."""
-DEFAULT_HOOK_RELAY_BYTES = 16 * 1024 * 1024
-"""What one plan's requests to the agent's tool hooks may add to the conversation's history."""
-ONE_AT_A_TIME_PATCH = "plans-one-at-a-time"
-"""Conversations whose plans run one after another (earlier ones ran them side by side);
-asked as the conversation's one marker (``patch_level.conversation_patched``)."""
 INTERRUPTED_REFUSAL = (
     "cannot run a plan while the agent is waiting for a person's answer to an interrupt: "
     "answer the interrupt first"
@@ -90,15 +96,13 @@ _WORKFLOW_INTERNALS: tuple[type[BaseException], ...] = (
 
 
 class WorkflowPlanPlugin(Plugin):
-    """Adds ``submit_workflow_plan`` to an ``Agent`` or a ``TemporalAgent``.
+    """Adds ``submit_workflow_plan`` to an ``Agent`` or a ``TemporalAgent``, and (with a
+    ``registry``) the registry's tools for direct calls.
 
     Args:
         plannable: tool-name patterns that may appear in plans, e.g. ``["*",
             "!delete_files"]`` (later patterns win, ``*`` matches anywhere). Required
             when the agent has interventions, so a human approval is never skipped.
-        max_steps: the step limit per plan.
-        honor_final: end the turn with a final plan's results, without another model
-            call (default). ``False`` asks the model once more, for prose.
         registry: the tools as a ``ToolRegistry``; required inside a ``TemporalAgent``,
             where plan steps run as the registry's activities. On a plain agent the
             agent's own tools are used when it is omitted. Either way the agent's MCP
@@ -106,37 +110,29 @@ class WorkflowPlanPlugin(Plugin):
             ``<server>__<tool>`` (``durable_plan.tools.mcp``).
         task_queue: task queue of the plan workflow and its activities (default: the
             parent workflow's).
-        approval_required: tool-name patterns that need a person's approval.
+        approval_required: tool-name patterns that need a person's approval (in plans and
+            in direct calls alike).
         models: for in-process agent steps, the Strands models (or factories) a step may
             name in ``model``; a step naming none uses the agent's model. Durably, models
             are the names registered through ``StrandsPlugin(models=...)``.
-        remember_steps, remember_bytes: the bounds of the conversation's memory of steps
-            that ended ok, which later plans reuse and read as ``prior.<id>``
-            (``durable_plan.run.reuse``); past them the least recently used are forgotten.
-            0 turns the memory off.
-        remember_across_turns: keep that memory from one invocation of the agent (one
-            user request) to the next. Off by default: a repair happens within the request
-            that failed, and a user who asks again ("attack again") means it to run again.
-        never_reuse: tool-name patterns whose steps always run again (any tool, MCP tools
-            included); the registry's ``reuse=False`` does the same per tool.
         agent_models: model-name patterns an agent step may name in ``model`` (the default
             model, the agent's own, needs no name); in-process the names of ``models`` are
             allowed too. An agent step naming any other model is refused at check time.
-        hooked_tools: tool-name patterns whose plan steps pass the agent's tool hooks
-            (default: every tool). Durably each such step sends its arguments and result
-            through the conversation's history; narrow it to the tools your hooks act on.
-        hook_relay_bytes: durably, the most one plan may add to the conversation's history
-            for its hooks (requests carry each step's arguments and result); a step past
-            it fails, saying so.
-        plan_stream: durably, the conversation workflow's ``WorkflowStream`` (made in its
-            ``__init__``): each plan it starts is announced on the ``plans`` topic, so a
-            caller can follow every plan's steps (``conversation_events``).
-        signatures: state each plannable tool in the plan tool's description as a typed
-            signature (arguments, return shape, the first line of its description), so a
-            model can plan with tools whose own specs it is not sent: an agent given the
-            tools only through ``registry=`` (tools=[]) sends the plan tool's spec alone.
-            None (default): a signature for each plannable tool the agent does not carry
-            itself (the model reads the others' own specs); True: for every one; False: none.
+        direct_tools: with a ``registry``, give the agent the registry's tools it does not
+            carry already, for direct calls, through the pipeline plan steps take (the
+            owner's rules, approvals, hooks, limits: ``agent_tools.durable_tools``).
+            ``False``: an agent that only plans.
+        bounds: ``PlanBounds(max_steps, max_result_bytes)``.
+        memory: ``StepMemoryOptions(remember_steps, remember_bytes, remember_across_turns,
+            never_reuse)``: what later plans of a request reuse.
+        relay: ``StorageRelay(plan_options, hooked_tools, hook_relay_bytes)``: what a
+            durable plan keeps and sends back through the conversation.
+        telemetry: ``Telemetry(plan_stream)``: where each plan a conversation starts is
+            announced.
+        presentation: ``Presentation(honor_final, signatures)``: what the model is shown.
+        options: the records' fields as keywords, as before the records
+            (``max_steps=5`` is ``bounds=PlanBounds(max_steps=5)``); the records' docstrings
+            (``durable_plan.strands.options``) say what each does.
     """
 
     name = PLUGIN_NAME
@@ -145,49 +141,74 @@ class WorkflowPlanPlugin(Plugin):
         self,
         plannable: Sequence[str] | None = None,
         *,
-        max_steps: int = DEFAULT_MAX_STEPS,
-        honor_final: bool = True,
         registry: ToolRegistry | None = None,
         task_queue: str | None = None,
         approval_required: Sequence[str] = (),
-        max_result_bytes: int | None = None,
         models: Mapping[str, Any] | None = None,
-        remember_steps: int = 64,
-        remember_bytes: int = DEFAULT_MAX_BYTES,
-        plan_options: Mapping[str, Any] | None = None,
-        remember_across_turns: bool = False,
-        never_reuse: Sequence[str] = (),
         agent_models: Sequence[str] = (),
-        hooked_tools: Sequence[str] | None = None,
-        hook_relay_bytes: int = DEFAULT_HOOK_RELAY_BYTES,
-        plan_stream: Any = None,
-        signatures: bool | None = None,
+        direct_tools: bool = True,
+        bounds: PlanBounds = DEFAULT_BOUNDS,
+        memory: StepMemoryOptions = DEFAULT_MEMORY,
+        relay: StorageRelay = DEFAULT_RELAY,
+        telemetry: Telemetry = DEFAULT_TELEMETRY,
+        presentation: Presentation = DEFAULT_PRESENTATION,
+        **options: Any,
     ) -> None:
         super().__init__()
-        self.signatures = signatures
-        self.plan_stream = plan_stream
-        self.plan_options = durable_plan_options(plan_options)
+        records: dict[str, Any] = {
+            "bounds": bounds,
+            "memory": memory,
+            "relay": relay,
+            "telemetry": telemetry,
+            "presentation": presentation,
+        }
+        for key, value in options.items():  # the keywords from before the records
+            record = OPTION_RECORDS.get(key)
+            if record is None:
+                raise TypeError(
+                    f"WorkflowPlanPlugin() got an unexpected keyword argument {key!r}; its "
+                    f"options are {', '.join(sorted(OPTION_RECORDS))} (or their records: "
+                    "bounds=PlanBounds(...), memory=StepMemoryOptions(...), "
+                    "relay=StorageRelay(...), telemetry=Telemetry(...), "
+                    "presentation=Presentation(...))"
+                )
+            records[record] = replace(records[record], **{key: value})
+        self.bounds: PlanBounds = records["bounds"]
+        self.memory_options: StepMemoryOptions = records["memory"]
+        self.relay: StorageRelay = records["relay"]
+        self.telemetry: Telemetry = records["telemetry"]
+        self.presentation: Presentation = records["presentation"]
+        self.direct_tools = direct_tools
+        """Give the agent the registry's tools for direct calls too (those it does not carry
+        already), through the same pipeline as plan steps (``agent_tools.durable_tools``);
+        False: an agent that only plans (its model is sent the plan tool alone)."""
+        self.signatures: bool | None = self.presentation.signatures
+        self.plan_stream = self.telemetry.plan_stream
+        self.plan_options = durable_plan_options(self.relay.plan_options)
         """Extra fields of each durable plan's ``PlanInput`` (``store_over_bytes``,
         ``return_stored``, ``keep_stored_results``, ``retry_initial_interval_s``, ...)."""
         self.plannable = list(plannable) if plannable is not None else None
-        self.max_steps = max_steps
-        self.honor_final = honor_final
+        self.max_steps = self.bounds.max_steps
+        self.honor_final = self.presentation.honor_final
         self.registry = registry
         self.task_queue = task_queue
         self.approval_required = list(approval_required)
-        self.max_result_bytes = max_result_bytes
+        self.max_result_bytes = self.bounds.max_result_bytes
         self.models = dict(models or {})
         self._final_answers: dict[str, str] = {}
         self.results: deque[PlanResult] = deque(maxlen=MAX_RESULTS_KEPT)
         self.plans_run = 0
-        self.memory = StepMemory(remember_steps, remember_bytes)
+        self.memory = StepMemory(
+            self.memory_options.remember_steps, self.memory_options.remember_bytes
+        )
         """Steps that ended ok in this conversation's plans: durably, part of the agent
         workflow's state (rebuilt from the plan results in its history on replay)."""
-        self.remember_across_turns = remember_across_turns
-        self.never_reuse = list(never_reuse)
+        self.remember_across_turns = self.memory_options.remember_across_turns
+        self.never_reuse = list(self.memory_options.never_reuse)
         self.agent_models = list(agent_models)
-        self.hooked_tools = list(hooked_tools) if hooked_tools is not None else None
-        self.hook_relay_bytes = hook_relay_bytes
+        hooked = self.relay.hooked_tools
+        self.hooked_tools = list(hooked) if hooked is not None else None
+        self.hook_relay_bytes = self.relay.hook_relay_bytes
         self._one_at_a_time: asyncio.Lock | None = None
         """Plans of one agent run one after another, even when the model asks for two in one
         turn: each gets its own number and sees what the one before it ran."""
@@ -279,6 +300,8 @@ class WorkflowPlanPlugin(Plugin):
         self._gate_patterns = gated_patterns(handlers)
         self._mcp_servers = mcp_servers(agent)
         agent.tool_registry.register_tool(PlanTool(self))
+        if self.direct_tools and self.registry is not None:
+            self._add_direct_tools(agent, self.registry)
         agent.hooks.add_callback(AfterToolsEvent, self._end_turn_with_final_plan)
         agent.hooks.add_callback(BeforeInvocationEvent, self._new_request)
         if workflow.in_workflow():
@@ -286,9 +309,24 @@ class WorkflowPlanPlugin(Plugin):
             # the turn ends saying why, where its workflow task would fail forever. What the
             # plan tool returns is bounded so that this is the last resort (``_fitted``).
             with workflow.unsafe.imports_passed_through():
-                from durable_plan.temporal.conversation_room import watch_model_calls
+                from durable_plan.temporal.workflows.conversation_room import watch_model_calls
 
             watch_model_calls(agent)
+
+    def _add_direct_tools(self, agent: Agent, registry: ToolRegistry) -> None:
+        """The registry's tools the agent does not carry already (``tools=`` wins: its own
+        ``durable_tools(...)`` or tools), each a caller of the path every tool call takes
+        (``agent_tools``): in a workflow the tool's activity after the plan's stages,
+        in-process its limits and approvals; gated by the plugin's patterns as plans are."""
+        with workflow.unsafe.imports_passed_through():  # in the workflow sandbox
+            from durable_plan.temporal.workflows.agent_tools import durable_tools
+
+        carried = set(agent.tool_registry.registry)
+        for tool in durable_tools(
+            registry, task_queue=self.task_queue, approval_required=self.approval_required
+        ):
+            if tool.tool_name not in carried:
+                agent.tool_registry.register_tool(tool)
 
     def _new_request(self, event: BeforeInvocationEvent) -> None:
         """A new invocation of the agent: a new request, whose plans must run again. An
@@ -316,9 +354,6 @@ class WorkflowPlanPlugin(Plugin):
         if getattr(getattr(agent, "_interrupt_state", None), "activated", False):
             # As Strands refuses a direct tool call while a person's answer is pending.
             return error_result(tool_use_id, INTERRUPTED_REFUSAL)
-        if workflow.in_workflow() and not _conversation_patched():
-            # As recorded by 0.1.0 (ONE_AT_A_TIME_PATCH): plans side by side.
-            return self._fitted(await self._submit(tool_use, agent), agent)
         if self._one_at_a_time is None:
             self._one_at_a_time = asyncio.Lock()
         async with self._one_at_a_time:
@@ -334,7 +369,7 @@ class WorkflowPlanPlugin(Plugin):
         if agent is None or not workflow.in_workflow():
             return result
         with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
-            from durable_plan.temporal.conversation_room import (
+            from durable_plan.temporal.workflows.conversation_room import (
                 fit_tool_result,
                 json_bytes,
                 result_room,
@@ -360,7 +395,7 @@ class WorkflowPlanPlugin(Plugin):
         order while they fit, each of the rest a preview saying how the model can still
         reach it."""
         with workflow.unsafe.imports_passed_through():
-            from durable_plan.temporal.conversation_room import json_bytes
+            from durable_plan.temporal.workflows.conversation_room import json_bytes
 
         remembered = set(self.memory.ids) if self.memory.enabled else set()
 
@@ -431,7 +466,7 @@ class WorkflowPlanPlugin(Plugin):
         except PlanRejected as exc:
             if durable:  # a row in the conversation's history says why (``plan_status``)
                 with workflow.unsafe.imports_passed_through():
-                    from durable_plan.temporal.plan_status import note_rejection
+                    from durable_plan.temporal.workflows.plan_status import note_rejection
 
                 note_rejection(tool_use_id, [str(p) for p in exc.problems])
             return error_result(tool_use_id, str(exc))
@@ -626,12 +661,8 @@ def _check(
     """The checked plan, and the catalogue it was checked with (durably, as recorded)."""
     if not durable:
         return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior), catalog
-    # A conversation recorded before the raised cap (ROUNDS_PATCH, by 0.1.0) checks with the
-    # old one (on replay, a plan it refused must be refused again).
-    if not _conversation_patched():
-        catalog = replace(catalog, max_agent_rounds=LEGACY_MAX_ITERATIONS)
     with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
-        from durable_plan.temporal.shape_patch import check_as_recorded
+        from durable_plan.temporal.workflows.versions import check_as_recorded
 
     used: list[ToolCatalog] = []
 
@@ -643,16 +674,7 @@ def _check(
                 raw, catalog=with_catalog, max_steps=max_steps, durable=True, prior=prior
             )
 
-    # A conversation recorded before the return-shape check replays its plans' checks
-    # without it (a plan it ran would be refused now: shapes come from code, not history).
-    checked = check_as_recorded(check, catalog)
+    # Shapes come from the tools' code, not from history: a plan the conversation ran before
+    # a tool declared its shape gets the verdict it had on replay.
+    checked = check_as_recorded(check, catalog, shapes_recorded=False)
     return checked, used[-1]
-
-
-def _conversation_patched() -> bool:
-    """The conversation's one marker for what it does differently from 0.1.0 (workflow code;
-    ``patch_level.conversation_patched``): one ``core_patch`` row, not one per change."""
-    with workflow.unsafe.imports_passed_through():
-        from durable_plan.temporal.patch_level import conversation_patched
-
-    return conversation_patched()

@@ -31,9 +31,10 @@ from typing import Any
 from strands.tools.mcp import MCPAgentTool, MCPClient
 from temporalio.strands_agents import TemporalMCPClient
 
+from durable_plan.check.shapes.declared import declared_shape
 from durable_plan.language.options import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ToolOptions
-from durable_plan.tools.registry import Tool, ToolFailed, ToolRegistry
-from durable_plan.tools.return_shapes import declared_shape
+from durable_plan.tools.registered_tool import Tool, ToolFailed
+from durable_plan.tools.registry import ToolRegistry
 
 SEPARATOR = "__"
 """Between the server's name and the tool's: ``github__create_issue``."""

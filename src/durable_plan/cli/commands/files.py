@@ -10,14 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TOOLS_ENV, CommandError
-from durable_plan.cli.plan_file import (
-    UNREADABLE,
-    FileProblem,
-    PlanFile,
-    PlanFileError,
-    check_plan_file,
-    load_plan_file,
-)
+from durable_plan.cli.plan_file.checking import check_plan_file
+from durable_plan.cli.plan_file.reading import UNREADABLE, load_plan_file
+from durable_plan.cli.plan_file.records import FileProblem, PlanFile, PlanFileError
 
 
 def catalog_of(spec: str | None, *, durable: bool) -> Any:

@@ -22,9 +22,9 @@ from durable_plan.cli.progress_view import (
 )
 
 if TYPE_CHECKING:
-    from temporalio.client import WorkflowExecutionDescription
+    from temporalio.client import Client, WorkflowExecutionDescription
 
-    from durable_plan.temporal.client import PlanHandle
+    from durable_plan.temporal.client.start import PlanHandle
 
 WATCH_INTERVAL_S = 0.5
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -33,7 +33,7 @@ QUERY_TIMEOUT = timedelta(seconds=5)
 def approval_hint(workflow_id: str, address: str, namespace: str) -> ApprovalHint:
     """The command that answers a step's approval gate, ready to paste; for a tool call
     inside an agent step, the command that answers it on the step's child workflow."""
-    from durable_plan.temporal.ids import child_workflow_id
+    from durable_plan.temporal.wire.ids import child_workflow_id
 
     def hint(step_id: str, digest: str | None, *, agent_step: str | None = None) -> str:
         target = (
@@ -141,7 +141,7 @@ async def ledger(
     """
     from temporalio.service import RPCError
 
-    from durable_plan.temporal.client import PlanFailed
+    from durable_plan.temporal.client.start import PlanFailed
 
     status = description.status.name.lower() if description.status else "unknown"
     if _running(description):
@@ -192,7 +192,7 @@ async def agent_step_state(
     awaiting approval; ended, its result or its failure (no worker needed for either)."""
     from temporalio.service import RPCError
 
-    from durable_plan.temporal.messages import failure_message
+    from durable_plan.temporal.wire.messages import failure_message
 
     status = description.status.name.lower() if description.status else "unknown"
     if _running(description):
@@ -274,13 +274,48 @@ def approve(args: argparse.Namespace) -> int:
 
 async def _approve(args: argparse.Namespace) -> int:
     client = await connect(args.address, args.namespace, encrypt=args.encrypt)
-    from durable_plan.temporal.direct_calls import DIRECT_CALLS_QUERY, DIRECT_PREFIX
-    from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME
+    try:
+        taken = await take_decision(
+            client,
+            args.workflow_id,
+            args.step_id,
+            approved=not args.reject,
+            reason=args.reason,
+            digest=args.digest,
+            address=args.address,
+        )
+    except DecisionRefused as err:
+        print(f"durable-plan: refused: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{args.step_id}: {taken}")
+    return EXIT_OK
 
-    direct = args.step_id.startswith(DIRECT_PREFIX)  # a conversation's direct call
-    handle, description = await plan_handle(
-        client, args.workflow_id, args.address, any_workflow=direct
-    )
+
+class DecisionRefused(Exception):
+    """A decision the workflow did not take: it is not running, no worker answers, the
+    step is not awaiting one, or the arguments' digest changed (the message says which)."""
+
+
+async def take_decision(
+    client: Client,
+    workflow_id: str,
+    step_id: str,
+    *,
+    approved: bool,
+    reason: str = "",
+    digest: str | None = None,
+    address: str = "",
+) -> str:
+    """Approve or reject ``step_id`` of a plan, an agent step's child or a conversation's
+    direct call: what `durable-plan approve` does, and what the browser console calls, so
+    both take a decision the same way (a running workflow, a worker that answers first,
+    then the ``decide_step`` update with the digest). ``DecisionRefused`` otherwise;
+    ``CommandError`` for an unknown workflow."""
+    from durable_plan.temporal.wire.messages import PLAN_WORKFLOW_NAME
+    from durable_plan.temporal.workflows.direct_calls import DIRECT_CALLS_QUERY, DIRECT_PREFIX
+
+    direct = step_id.startswith(DIRECT_PREFIX)  # a conversation's direct call
+    handle, description = await plan_handle(client, workflow_id, address, any_workflow=direct)
     if is_agent_step(description):
         what, awaits, query = "agent step", "no tool call", "progress"
     elif description.workflow_type == PLAN_WORKFLOW_NAME:
@@ -289,29 +324,15 @@ async def _approve(args: argparse.Namespace) -> int:
         what, awaits, query = "conversation", "no direct call", DIRECT_CALLS_QUERY
     if not _running(description):
         status = description.status.name.lower() if description.status else "ended"
-        print(
-            f"durable-plan: refused: {what} {args.workflow_id} is {status}; {awaits} awaits "
-            "approval",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
+        raise DecisionRefused(f"{what} {workflow_id} is {status}; {awaits} awaits approval")
     from temporalio.service import RPCError
 
     try:  # an update waits for a worker without end: ask one first, briefly
         await handle.handle.query(query, rpc_timeout=QUERY_TIMEOUT)
     except RPCError:
-        print(
-            f"durable-plan: refused: {what} {args.workflow_id}: "
-            f"{no_worker_answered(description).replace('for its ledger', 'to take a decision')}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
+        late = no_worker_answered(description).replace("for its ledger", "to take a decision")
+        raise DecisionRefused(f"{what} {workflow_id}: {late}") from None
     try:
-        taken = await handle.decide(
-            args.step_id, not args.reject, args.reason, args_digest=args.digest
-        )
+        return await handle.decide(step_id, approved, reason, args_digest=digest)
     except ValueError as err:
-        print(f"durable-plan: refused: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    print(f"{args.step_id}: {taken}")
-    return EXIT_OK
+        raise DecisionRefused(str(err)) from None

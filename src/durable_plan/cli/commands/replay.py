@@ -28,7 +28,7 @@ from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Comm
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHistory
 
-    from durable_plan.temporal.replay import ReplayOutcome
+    from durable_plan.temporal.client.replay import ReplayOutcome
 
 MANIFEST = "manifest.json"
 """A corpus directory's index (``scripts/record_histories.py``): names, workflow ids."""
@@ -98,8 +98,8 @@ async def _replay_and_report(
     from temporalio.runtime import Runtime, TelemetryConfig
 
     from durable_plan import __version__
-    from durable_plan.temporal.replay import ReplayTimedOut
-    from durable_plan.temporal.replay import replay as replay_histories
+    from durable_plan.temporal.client.replay import ReplayTimedOut
+    from durable_plan.temporal.client.replay import replay as replay_histories
 
     # A failed replay is the answer here, not an incident: the SDK's warnings and tracebacks
     # of each failing workflow task would bury the one line that says where it diverged.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowExecutionDescription
 
     from durable_plan.protect.encryption import Keyring
-    from durable_plan.temporal.client import PlanHandle
+    from durable_plan.temporal.client.start import PlanHandle
 
 CONNECT_TIMEOUT_S = 10.0
 START_HINT = "start one with `durable-plan dev`, or pass --address HOST:PORT"
@@ -98,9 +98,9 @@ async def plan_handle(
     await a person through the same ``decide_step`` update (``temporal/direct_calls``)."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME
-    from durable_plan.temporal.client import PlanHandle
-    from durable_plan.temporal.messages import PLAN_WORKFLOW_NAME
+    from durable_plan.temporal.client.start import PlanHandle
+    from durable_plan.temporal.wire.messages import PLAN_WORKFLOW_NAME
+    from durable_plan.temporal.workflows.agent_workflow import AGENT_STEP_WORKFLOW_NAME
 
     handle = client.get_workflow_handle(workflow_id)
     try:
@@ -125,7 +125,7 @@ async def plan_handle(
 
 def is_agent_step(description: WorkflowExecutionDescription) -> bool:
     """An agent step's child workflow (``<plan id>/agent/<step id>``), not a plan."""
-    from durable_plan.temporal.agent_workflow import AGENT_STEP_WORKFLOW_NAME
+    from durable_plan.temporal.workflows.agent_workflow import AGENT_STEP_WORKFLOW_NAME
 
     return description.workflow_type == AGENT_STEP_WORKFLOW_NAME
 

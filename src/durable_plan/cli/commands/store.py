@@ -31,11 +31,10 @@ from durable_plan.cli.commands import (
 from durable_plan.protect.result_store import (
     STORE_ENV,
     FileResultStore,
-    IsRunning,
     S3ResultStore,
-    SweepRunning,
     store_from_env,
 )
+from durable_plan.protect.sweep_files import IsRunning, SweepRunning
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -214,7 +213,8 @@ def _sweep_payloads(
 ) -> None:
     """External Storage's payloads under the same store: a directory is swept here (keeping
     running workflows'); in S3 a lifecycle rule on the prefix expires them (README)."""
-    from durable_plan.protect.payload_storage import FileStorageDriver, storage_driver
+    from durable_plan.protect.payload_file_driver import FileStorageDriver
+    from durable_plan.protect.payload_storage import storage_driver
 
     driver = storage_driver(args.store)
     if not isinstance(driver, FileStorageDriver):

@@ -38,7 +38,7 @@ def worker(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, registry: object) -> int:
-    from durable_plan.temporal.worker import plan_worker, tool_worker
+    from durable_plan.temporal.worker.helpers import plan_worker, tool_worker
     from durable_plan.tools.registry import ToolRegistry
 
     assert isinstance(registry, ToolRegistry)

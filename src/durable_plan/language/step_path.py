@@ -1,0 +1,201 @@
+"""Nested step paths: one name for every call a plan makes, from the plan's root.
+
+A plan's calls nest: an agent step makes tool calls round after round, a map step runs its
+body once per item, a saved plan (``plan__<name>``) runs steps of its own. Each call needs a
+name that says where it sits, the same wherever it is shown or addressed (the ledger, step
+events, span attributes, the Temporal UI's summaries, approvals, breakpoints, ``show``), and
+that never depends on scheduling: the round number and the item index are the plan's, not
+the order in which things finished. The grammar, segments joined by ``/``:
+
+    path     := step ( "/" segment )*
+    step     := a step id (``^[a-z][a-z0-9_]{0,31}$``)
+    segment  := "agent." ROUND   a round of an agent step (1-based, as the model saw it)
+              | "do." INDEX      an item of a map or reduce step (0-based, the item's place)
+              | "plan." step     a step of the saved plan the step before called
+              | tool             the tool a round called (a tool name never holds "." or "/")
+
+    E1                          a top-level step
+    E1/agent.2/lookup           the call to ``lookup`` that agent step E1 made in round 2
+    E1/do.3                     item 3 of map step E1
+    E1/do.3/agent.2/lookup      the same inside an agent that is a map's body
+    E4/plan.fetch/agent.1/look  inside step ``fetch`` of the saved plan E4 called
+
+A pattern (breakpoints) is a path whose segments may hold ``*``, which never crosses a
+``/``: ``E1/agent.*/charge*`` is every charge-like call of agent step E1, in any round.
+Only this module builds or reads paths; nothing else splits on ``/``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from durable_plan.language.plan import STEP_ID_PATTERN
+
+SEPARATOR = "/"
+MAX_DEPTH = 16
+"""Segments a path may hold: saved plans nest at most a few deep and each level adds at
+most three (item, round, call), so a longer text is not a path of ours."""
+
+_STEP = re.compile(STEP_ID_PATTERN)
+_TOOL = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_NUMBERED = re.compile(r"^(agent|do)\.(0|[1-9][0-9]{0,8})$")
+_SAVED = re.compile(r"^plan\.([a-z][a-z0-9_]{0,31})$")
+
+SegmentKind = Literal["step", "round", "item", "saved_step", "call"]
+
+
+class StepPathError(ValueError):
+    """A text that is not a step path (or pattern): the message names the segment and why."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    kind: SegmentKind
+    value: str
+    """The step id, the tool name, or the number (as text) of a round or an item."""
+
+    def text(self) -> str:
+        prefix = {"round": "agent.", "item": "do.", "saved_step": "plan."}.get(self.kind, "")
+        return f"{prefix}{self.value}"
+
+
+@dataclass(frozen=True)
+class StepPath:
+    """A call's place in its plan. Build it from the top-level step down."""
+
+    segments: tuple[Segment, ...]
+
+    @classmethod
+    def of(cls, step_id: str) -> StepPath:
+        if not _STEP.match(step_id):
+            raise StepPathError(f"{step_id!r} is not a step id ({STEP_ID_PATTERN})")
+        return cls((Segment("step", step_id),))
+
+    def round(self, number: int) -> StepPath:
+        """Round ``number`` (1-based) of the agent step this path names."""
+        if number < 1:
+            raise StepPathError(f"an agent's rounds count from 1, not {number}")
+        return self._then(Segment("round", str(number)))
+
+    def item(self, index: int) -> StepPath:
+        """Item ``index`` (0-based, its place in ``over``) of the map or reduce step."""
+        if index < 0:
+            raise StepPathError(f"an item's index counts from 0, not {index}")
+        return self._then(Segment("item", str(index)))
+
+    def saved_step(self, step_id: str) -> StepPath:
+        """Step ``step_id`` of the saved plan this path's step called."""
+        if not _STEP.match(step_id):
+            raise StepPathError(f"{step_id!r} is not a step id ({STEP_ID_PATTERN})")
+        return self._then(Segment("saved_step", step_id))
+
+    def call(self, tool: str) -> StepPath:
+        """The call to ``tool`` that the agent round this path names made."""
+        if not _TOOL.match(tool):
+            raise StepPathError(f"{tool!r} is not a tool name (letters, digits, _ and -)")
+        return self._then(Segment("call", tool))
+
+    def _then(self, segment: Segment) -> StepPath:
+        if len(self.segments) >= MAX_DEPTH:
+            raise StepPathError(f"a step path holds at most {MAX_DEPTH} segments")
+        return StepPath((*self.segments, segment))
+
+    @property
+    def step(self) -> str:
+        """The top-level step the call belongs to."""
+        return self.segments[0].value
+
+    @property
+    def depth(self) -> int:
+        """How many saved plans deep the call runs (0: in the plan itself)."""
+        return sum(1 for s in self.segments if s.kind == "saved_step")
+
+    def parent(self) -> StepPath | None:
+        return StepPath(self.segments[:-1]) if len(self.segments) > 1 else None
+
+    def __str__(self) -> str:
+        return SEPARATOR.join(s.text() for s in self.segments)
+
+
+def parse(text: str) -> StepPath:
+    """The path ``text`` names; ``StepPathError`` says which segment is wrong and why."""
+    parts = text.split(SEPARATOR)
+    if len(parts) > MAX_DEPTH:
+        raise StepPathError(f"{_cut(text)!r}: a step path holds at most {MAX_DEPTH} segments")
+    path = StepPath.of(_first(parts[0], text))
+    for part in parts[1:]:
+        path = path._then(_segment(part, text))
+    return path
+
+
+def _first(part: str, text: str) -> str:
+    if not _STEP.match(part):
+        raise StepPathError(
+            f"{_cut(text)!r}: a path starts with a step id ({STEP_ID_PATTERN}), not {part!r}"
+        )
+    return part
+
+
+def _segment(part: str, text: str) -> Segment:
+    if numbered := _NUMBERED.match(part):
+        kind: SegmentKind = "round" if numbered[1] == "agent" else "item"
+        if kind == "round" and numbered[2] == "0":
+            raise StepPathError(f"{_cut(text)!r}: an agent's rounds count from 1 (agent.1)")
+        return Segment(kind, numbered[2])
+    if saved := _SAVED.match(part):
+        return Segment("saved_step", saved[1])
+    if _TOOL.match(part):
+        return Segment("call", part)
+    raise StepPathError(
+        f"{_cut(text)!r}: {part!r} is not a segment (agent.<round>, do.<index>, "
+        "plan.<step id> or a tool name)"
+    )
+
+
+def matches(pattern: str, path: StepPath | str) -> bool:
+    """Whether ``path`` is one ``pattern`` names: segment by segment, ``*`` matching any run
+    of characters inside one segment (never a ``/``), so a pattern names calls of one depth."""
+    text = str(path)
+    return _compiled(pattern).fullmatch(text) is not None
+
+
+def check_pattern(pattern: str) -> str:
+    """``pattern`` if it can name a path (each segment a segment once ``*`` stands for
+    something), else ``StepPathError`` saying why: a breakpoint that can never pause is a
+    typo, refused before the plan runs."""
+    parts = pattern.split(SEPARATOR)
+    if not pattern or len(parts) > MAX_DEPTH:
+        raise StepPathError(f"{_cut(pattern)!r} is not a step path pattern")
+    for index, part in enumerate(parts):
+        if part.strip("*") == "":
+            continue  # any step, round, item or call at this depth
+        candidates = {part.replace("*", filler) for filler in ("1", "a")}
+        if not any(_names_a_segment(c, first=index == 0) for c in candidates):
+            expected = (
+                f"a step id ({STEP_ID_PATTERN})"
+                if index == 0
+                else "agent.<round>, do.<index>, plan.<step id> or a tool name"
+            )
+            raise StepPathError(
+                f"breakpoint {_cut(pattern)!r}: {part!r} can match no segment (expected "
+                f"{expected}, with * for any characters)"
+            )
+    return pattern
+
+
+def _names_a_segment(text: str, *, first: bool) -> bool:
+    try:
+        _first(text, text) if first else _segment(text, text)
+    except StepPathError:
+        return False
+    return True
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile("[^/]*".join(re.escape(piece) for piece in pattern.split("*")))
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,83 @@
+"""The stages every durable tool call passes, in one order, written once.
+
+A plan step, a map or reduce item, a tool call inside an agent step and a call the model
+makes directly in a conversation (``direct_calls``) all go through ``Stages.run``: the
+agent's before-hooks (they may cancel the call or rewrite its arguments; a direct call's
+run in Strands itself, around this), a person's approval when the owner gated the tool,
+admission (the workflow task's byte budget, the history guard, the pending-activity limit),
+the activity under the owner's ``CallPolicy`` (``step_activities.call_activity``), then the
+after-hooks (they may rewrite the result). In-process the same order holds
+(``local.hooked``; a gated tool is refused in a plan there, and a direct call of it is the
+agent's interrupt, ``tools.approval.ask_in_process``). Workflow code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_plan.language.options import ToolOptions
+    from durable_plan.temporal.workflows.admission import ALWAYS, Admission, Wanted, json_size
+    from durable_plan.temporal.workflows.approvals import ApprovalDesk, await_decision
+    from durable_plan.temporal.workflows.hook_relay import HookAsker
+    from durable_plan.temporal.workflows.outcomes import Outcome
+
+
+@dataclass(frozen=True)
+class Stages:
+    """What one workflow's calls pass: its hook relay, approval desk and admission."""
+
+    hooks: HookAsker
+    desk: ApprovalDesk
+    admission: Admission
+
+    async def run(
+        self,
+        call_id: str,
+        tool: str,
+        options: ToolOptions,
+        args: dict[str, Any],
+        execute: Callable[[dict[str, Any]], Awaitable[Outcome]],
+        wanted: Wanted = ALWAYS,
+        size: int | None = None,
+    ) -> Outcome | None:
+        """The call through every stage; None when ``wanted`` says the plan stopped before
+        it started (a ``fail_fast`` stop: the engine records it as skipped).
+
+        ``execute`` gets the arguments as the hooks left them and runs the activity.
+        ``size``: ``args`` as JSON, when the caller measured it already (a hook that
+        rewrites them has them measured again)."""
+        hooked = self.hooks.covers(tool)
+        if hooked:
+            if not wanted():
+                return None
+            before = await self.hooks.before(call_id, tool, args)
+            if before.cancel is not None:
+                return False, before.cancel, 0.0, 0
+            if before.args is not args:
+                args, size = before.args, None
+        if options.requires_approval:
+            if not wanted():
+                return None
+            rejected = await await_decision(self.desk, call_id, args, tool)
+            if rejected is not None:
+                return False, rejected, 0.0, 0
+        verdict = await self.admission.enter(
+            json_size(args) if size is None else size, wanted=wanted
+        )
+        if verdict == "withdrawn":
+            return None
+        if verdict == "full":
+            return False, self.admission.history_full_message(), 0.0, 0
+        try:
+            ok, value, duration_ms, attempts = await execute(args)
+        finally:
+            self.admission.leave()
+        if hooked:
+            after = await self.hooks.after(call_id, tool, ok, value)
+            ok, value = after.ok, after.value
+        return ok, value, duration_ms, attempts

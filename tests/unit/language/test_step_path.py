@@ -1,0 +1,93 @@
+"""Nested step paths: built and read by one module, never by the order things finished."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from durable_plan.language.step_path import (
+    MAX_DEPTH,
+    StepPath,
+    StepPathError,
+    check_pattern,
+    matches,
+    parse,
+)
+
+
+def test_the_grammar_s_examples_build_and_read_back() -> None:
+    assert str(StepPath.of("e1")) == "e1"
+    inner = StepPath.of("e1").round(2).call("lookup")
+    assert str(inner) == "e1/agent.2/lookup"
+    assert str(StepPath.of("e1").item(3)) == "e1/do.3"
+    assert str(StepPath.of("e1").item(3).round(2).call("lookup")) == "e1/do.3/agent.2/lookup"
+    saved = StepPath.of("e4").saved_step("fetch").round(1).call("github__get_issue")
+    assert str(saved) == "e4/plan.fetch/agent.1/github__get_issue"
+    for path in (inner, saved):
+        assert parse(str(path)) == path
+    assert saved.step == "e4" and saved.depth == 1 and inner.depth == 0
+    assert inner.parent() == StepPath.of("e1").round(2)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("", "starts with a step id"),
+        ("E1", "starts with a step id"),
+        ("e1/agent.0/x", "rounds count from 1"),
+        ("e1/agent.x", "is not a segment"),
+        ("e1/do.-1", "is not a segment"),
+        ("e1/plan.Fetch", "is not a segment"),
+        ("e1//x", "is not a segment"),
+        ("e1/" + "/".join(["x"] * MAX_DEPTH), f"at most {MAX_DEPTH} segments"),
+    ],
+)
+def test_a_wrong_path_says_which_segment_and_why(text: str, says: str) -> None:
+    with pytest.raises(StepPathError, match=says):
+        parse(text)
+
+
+def test_patterns_match_within_a_segment_only() -> None:
+    assert matches("e1/agent.*/charge*", "e1/agent.2/charge_card")
+    assert matches("e1/agent.*/charge*", StepPath.of("e1").round(12).call("charge"))
+    assert not matches("e1/agent.*/charge*", "e1/agent.2/refund")
+    assert not matches("e1/*", "e1/agent.2/charge")  # * never crosses a /
+    assert matches("e1", "e1") and not matches("e1", "e10")
+    assert matches("*", "pay") and not matches("*", "e1/do.0")
+    assert matches("e1/do.*", "e1/do.17")
+
+
+@pytest.mark.parametrize("pattern", ["e1", "*", "e1/agent.*/charge*", "e*/do.*", "e1/plan.*/x"])
+def test_a_pattern_that_can_match_is_kept(pattern: str) -> None:
+    assert check_pattern(pattern) == pattern
+
+
+@pytest.mark.parametrize("pattern", ["", "E1", "e1/agent.0/x", "e1/a.b", "e1/pl an"])
+def test_a_pattern_that_can_never_match_is_refused(pattern: str) -> None:
+    with pytest.raises(StepPathError):
+        check_pattern(pattern)
+
+
+segments = st.one_of(
+    st.integers(1, 50).map(lambda n: ("round", n)),
+    st.integers(0, 500).map(lambda n: ("item", n)),
+    st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).map(lambda s: ("saved", s)),
+    st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True).map(lambda s: ("call", s)),
+)
+
+
+@given(st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True), st.lists(segments, max_size=10))
+def test_every_built_path_reads_back_as_itself(step: str, parts: list[tuple[str, object]]) -> None:
+    path = StepPath.of(step)
+    for kind, value in parts:
+        if kind == "round":
+            path = path.round(int(str(value)))
+        elif kind == "item":
+            path = path.item(int(str(value)))
+        elif kind == "saved":
+            path = path.saved_step(str(value))
+        else:
+            path = path.call(str(value))
+    assert parse(str(path)) == path
+    assert matches(str(path), path)
