@@ -4,7 +4,8 @@
     python -m scripts.record_histories --out DIR
 
 A published release adds its corpus in one command, and every later release replays all of
-them (``tests/durable/replay/test_history_corpus.py``, ``durable-plan replay``); until the first, the tests
+them (``tests/durable/replay/test_history_corpus.py``, ``durable-plan replay``); until the first,
+the tests
 record this version's corpus with it in another process and replay that
 (``tests/corpus/recorded.py``). The script starts its own dev server, a worker (and, for
 the kill, worker subprocesses of its own), the scripted model and the test MCP server; the

@@ -23,7 +23,14 @@ from pathlib import Path
 from temporalio.client import Client
 
 from durable_plan.server.devserver import free_port
-from tests.support.helpers import acli_subprocess, arun_cli, finish, phase_is, spawn_cli, until_progress
+from tests.support.helpers import (
+    acli_subprocess,
+    arun_cli,
+    finish,
+    phase_is,
+    spawn_cli,
+    until_progress,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAGE = str(ROOT / "examples" / "plans" / "triage.yaml")

@@ -45,7 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     "protect": {"language"},
     "server": {"language", "protect"},
     # Temporal's rooms, by where the code runs: the wire is a leaf; workflow code never
-    # reaches activity, client or worker code (tests/structure/test_determinism_boundary.py loads it).
+    # reaches activity, client or worker code (tests/structure/test_determinism_boundary.py loads
+    # it).
     "temporal.wire": {"language"},
     "temporal.workflows": {"language", "expressions", "check", "tools", "run", "temporal.wire"},
     "temporal.activities": {

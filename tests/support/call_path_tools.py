@@ -70,7 +70,8 @@ async def sleepy(tag: str) -> dict[str, Any]:
 
 
 async def blob(kib: int) -> dict[str, Any]:
-    """A large result, for what a conversation can carry (tests/durable/plans/test_call_paths.py)."""
+    """A large result, for what a conversation can carry
+    (tests/durable/plans/test_call_paths.py)."""
     return {"kib": kib, "data": "x" * (kib * 1024)}
 
 

@@ -1,4 +1,5 @@
-"""The conversation ``tests/durable/plans/test_call_paths.py`` runs durably: a ``TemporalAgent`` with the
+"""The conversation ``tests/durable/plans/test_call_paths.py`` runs durably: a ``TemporalAgent``
+with the
 registry's tools for direct calls, the plan tool, and the owner's hook.
 
 Its own module so the workflow sandbox can re-import it.

@@ -1,4 +1,5 @@
-"""A conversation that declares a ``direct_calls`` query of its own (``tests/durable/plans/test_call_paths.py``):
+"""A conversation that declares a ``direct_calls`` query of its own
+(``tests/durable/plans/test_call_paths.py``):
 the direct calls' query must not take it over, as their ``approve_step`` does not.
 
 Its own module so the workflow sandbox can re-import it.

@@ -2,7 +2,8 @@
 the truth about what it returns (or, for a docstring, contradicting only its annotation):
 docstrings in the styles people write, ``typing`` and ``typing_extensions`` TypedDicts
 with unusual keys, pydantic models whose serializers, aliases, computed fields and
-``extra`` change what is emitted, dataclasses. ``tests/unit/check/test_shape_properties.py`` runs each
+``extra`` change what is emitted, dataclasses. ``tests/unit/check/test_shape_properties.py`` runs
+each
 one and reads every path of its real result through the check: none may be refused.
 
 Each tool takes ``variant`` (0-7): its bits choose which optional fields are there, which

@@ -48,7 +48,8 @@ def plan_input_schema() -> dict[str, Any]:
 
     A relaxed view of the ``Plan`` model: every plan the model accepts validates against
     it, and what it no longer refuses the check does, with a message that says the rule
-    (``tests/unit/language/test_summary.py``). It leaves out the rare fields (``RARE_FIELDS``: accepted,
+    (``tests/unit/language/test_summary.py``). It leaves out the rare fields (``RARE_FIELDS``:
+    accepted,
     and a wrong value's rejection says what the field is), the step id's pattern (the
     rejection states it) and ``additionalProperties: false`` (an unknown field's rejection
     names it with a did-you-mean)."""

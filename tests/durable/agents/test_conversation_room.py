@@ -35,7 +35,12 @@ from durable_plan.temporal.workflows.conversation_room import (
     result_share,
 )
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
-from tests.support.relay_workflows import RELAY_TOOLS, RelayConversationWorkflow, RelayInput, RelayOutput
+from tests.support.relay_workflows import (
+    RELAY_TOOLS,
+    RelayConversationWorkflow,
+    RelayInput,
+    RelayOutput,
+)
 
 KIB = 250
 BLOBS = 7

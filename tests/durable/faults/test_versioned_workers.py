@@ -1,6 +1,7 @@
 """A rolling upgrade with Temporal's Worker Deployments: plans in flight stay on their build.
 
-Two worker processes of one deployment, builds ``1`` and ``2`` (``tests/support/versioned_worker.py``,
+Two worker processes of one deployment, builds ``1`` and ``2``
+(``tests/support/versioned_worker.py``,
 plans pinned). Build 1 is current when plan A starts; A waits for a person's approval. Build 2
 is deployed and made current while A waits, and build 1 keeps running to drain. Plan B starts
 on build 2. When A is approved, its remaining step runs on build 1, the build that started it:

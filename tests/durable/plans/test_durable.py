@@ -169,7 +169,8 @@ async def test_oversized_result_fails_the_step_with_its_size(
 ) -> None:
     plan = {"steps": [{"id": "huge", "tool": "big", "args": {"kib": 300}}]}
     async with durable_worker(client, task_queue):
-        # Without the result store (tests/durable/storage/test_claim_check.py has the default, by reference).
+        # Without the result store (tests/durable/storage/test_claim_check.py has the default, by
+        # reference).
         result = await run(client, task_queue, plan, store_results=False)
     outcome = result.outcome("huge")
     assert outcome.status == "failed"

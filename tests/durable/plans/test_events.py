@@ -21,9 +21,9 @@ from durable_plan.temporal.client.subscribe import conversation_events
 from durable_plan.temporal.client.tracing import read_spans
 from durable_plan.testing import ScriptedModel
 from durable_plan.tools.registry import ToolRegistry
+from tests.durable.faults.test_crash import STEPS, wait_for_kill_point
 from tests.support.crash_tools import crash_plan, crash_registry
 from tests.support.crash_worker import SPANS_ENV
-from tests.durable.faults.test_crash import STEPS, wait_for_kill_point
 from tests.support.worker_processes import kill_and_replace, worker_processes
 from worker import build_worker
 from workflows.game_master import GameMasterInput, GameMasterWorkflow

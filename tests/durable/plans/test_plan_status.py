@@ -38,10 +38,10 @@ from durable_plan.temporal.workflows.plan_status import (
 )
 from durable_plan.temporal.workflows.versions import RETURN_SHAPES
 from durable_plan.testing import ScriptedModel, TurnLike, call, say
+from tests.durable.agents.test_plugin_temporal import BAD_PLAN
+from tests.durable.plans.test_durable import REGISTRY, durable_worker
 from tests.support.helpers import until_phase
 from tests.support.plan_cases import DRAGON_PLAN
-from tests.durable.plans.test_durable import REGISTRY, durable_worker
-from tests.durable.agents.test_plugin_temporal import BAD_PLAN
 from worker import build_worker
 from workflows.game_master import GameMasterInput, GameMasterWorkflow
 

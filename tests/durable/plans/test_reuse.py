@@ -443,7 +443,8 @@ async def worker_processes(
 ) -> AsyncIterator[Any]:
     """Yields ``spawn()``: a reuse worker subprocess that polls; all are killed on exit.
 
-    Each is forked from the launcher that imported the libraries once (tests/support/warm_python.py).
+    Each is forked from the launcher that imported the libraries once
+    (tests/support/warm_python.py).
     """
     procs: list[WarmProcess] = []
     env = {**os.environ, CALL_LOG_ENV: str(log), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
