@@ -43,6 +43,7 @@ COMMAND_DOCS: dict[str | None, str] = {
     "codec-server": "guides/encryption.md",
     "sweep-store": "guides/large-payloads.md#large-results-by-reference",
     "replay": "guides/upgrading.md",
+    "ui": "guides/console.md",
 }
 """The page that explains each subcommand (a test holds that every subcommand has one and that
 each page and heading exists)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ToolKind = Literal["function", "agent_tool", "activity", "mcp"]
+ToolKind = Literal["function", "agent_tool", "activity", "mcp", "plan"]
+"""``plan``: a saved plan (``ToolRegistry.add_plan``), run as a nested plan, never a call."""
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_RETRIES = 2
@@ -65,6 +66,11 @@ class ToolOptions:
     """The tool's return shape, a compact JSON Schema (``durable_plan.check.shapes.declared``):
     the checks reject a plan reading a field the shape rules out, before anything runs.
     None: not declared (any path passes, as before); sent only when set."""
+    saved_plan: dict[str, Any] | None = None
+    """``kind="plan"``: the saved plan itself, ``{"plan": {...}, "inputs": <JSON Schema>}``,
+    as its owner registered it (``durable_plan.tools.saved_plans``). It travels in the tool
+    table, so every run that may call it (a plan's child, an agent step's) checks and runs
+    the very plan the caller was checked against; None for every other kind."""
 
     def positional(self, args: dict[str, Any]) -> list[Any]:
         """An existing activity's arguments in signature order, with its own defaults.

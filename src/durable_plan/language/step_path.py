@@ -13,15 +13,23 @@ the order in which things finished. The grammar, segments joined by ``/``:
               | "do." INDEX      an item of a map or reduce step (0-based, the item's place)
               | "plan." step     a step of the saved plan the step before called
               | tool             the tool a round called (a tool name never holds "." or "/")
+              | tool "~" NTH     the NTH call (2, 3, ...) to that tool in that round
 
     E1                          a top-level step
     E1/agent.2/lookup           the call to ``lookup`` that agent step E1 made in round 2
     E1/do.3                     item 3 of map step E1
     E1/do.3/agent.2/lookup      the same inside an agent that is a map's body
     E4/plan.fetch/agent.1/look  inside step ``fetch`` of the saved plan E4 called
+    E1/agent.2/lookup~2         the second call to ``lookup`` in that round
+
+A model may call one tool several times in one round: the first call is ``<tool>``, the
+next ``<tool>~2``, ``<tool>~3``, numbered in the order the model wrote them in its message
+(recorded, so the same on replay), never in the order they ran or finished.
 
 A pattern (breakpoints) is a path whose segments may hold ``*``, which never crosses a
-``/``: ``E1/agent.*/charge*`` is every charge-like call of agent step E1, in any round.
+``/``: ``E1/agent.*/charge*`` is every charge-like call of agent step E1, in any round. A
+pattern that names a tool without ``~`` names every call to it in the round
+(``E1/agent.2/charge`` matches ``E1/agent.2/charge~2`` too); ``charge~2`` only that one.
 Only this module builds or reads paths; nothing else splits on ``/``.
 """
 
@@ -40,6 +48,8 @@ most three (item, round, call), so a longer text is not a path of ours."""
 
 _STEP = re.compile(STEP_ID_PATTERN)
 _TOOL = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_CALL = re.compile(r"^([A-Za-z0-9_-]{1,128})~([2-9]|[1-9][0-9]{1,5})$")
+_NTH = re.compile(r"~[0-9]+(?=/|$)")
 _NUMBERED = re.compile(r"^(agent|do)\.(0|[1-9][0-9]{0,8})$")
 _SAVED = re.compile(r"^plan\.([a-z][a-z0-9_]{0,31})$")
 
@@ -91,11 +101,13 @@ class StepPath:
             raise StepPathError(f"{step_id!r} is not a step id ({STEP_ID_PATTERN})")
         return self._then(Segment("saved_step", step_id))
 
-    def call(self, tool: str) -> StepPath:
-        """The call to ``tool`` that the agent round this path names made."""
+    def call(self, tool: str, nth: int = 1) -> StepPath:
+        """The ``nth`` call (1-based) to ``tool`` that the agent round this path names made."""
         if not _TOOL.match(tool):
             raise StepPathError(f"{tool!r} is not a tool name (letters, digits, _ and -)")
-        return self._then(Segment("call", tool))
+        if nth < 1:
+            raise StepPathError(f"a round's calls to one tool count from 1, not {nth}")
+        return self._then(Segment("call", tool if nth == 1 else f"{tool}~{nth}"))
 
     def _then(self, segment: Segment) -> StepPath:
         if len(self.segments) >= MAX_DEPTH:
@@ -111,6 +123,39 @@ class StepPath:
     def depth(self) -> int:
         """How many saved plans deep the call runs (0: in the plan itself)."""
         return sum(1 for s in self.segments if s.kind == "saved_step")
+
+    @property
+    def index(self) -> int | None:
+        """The item index this path ends with (a map or reduce item), else None."""
+        last = self.segments[-1]
+        return int(last.value) if last.kind == "item" else None
+
+    def hops(self) -> list[tuple[str, str]]:
+        """The child workflows a durable run reaches this call through, outermost first,
+        each as (kind, key): ``("agent", k)`` for the agent step whose loop makes the call,
+        ``("plan", k)`` for the saved-plan call whose child plan runs it. A key is the path
+        inside the run that starts the child (from its own step: ``fetch``, not
+        ``e4/plan.fetch``), as that run names its child workflow (``ids.child_workflow_id``).
+        Empty: the plan's own workflow holds the call (its approvals and pauses)."""
+        hops: list[tuple[str, str]] = []
+        start = 0  # where the current run's own path begins
+        for n, segment in enumerate(self.segments[1:], start=1):
+            if segment.kind not in ("round", "saved_step"):
+                continue
+            own = SEPARATOR.join(
+                s.value if i == 0 else s.text() for i, s in enumerate(self.segments[start:n])
+            )
+            hops.append(("agent" if segment.kind == "round" else "plan", own))
+            if segment.kind == "saved_step":
+                start = n
+        return hops
+
+    def within_run(self) -> str:
+        """This path inside the run that makes the call (from the last saved plan's step
+        on): the id its own run knows the call by (a step, an item, an agent's call)."""
+        start = max((n for n, s in enumerate(self.segments) if s.kind == "saved_step"), default=0)
+        own = self.segments[start:]
+        return SEPARATOR.join(s.value if i == 0 else s.text() for i, s in enumerate(own))
 
     def parent(self) -> StepPath | None:
         return StepPath(self.segments[:-1]) if len(self.segments) > 1 else None
@@ -146,18 +191,40 @@ def _segment(part: str, text: str) -> Segment:
         return Segment(kind, numbered[2])
     if saved := _SAVED.match(part):
         return Segment("saved_step", saved[1])
-    if _TOOL.match(part):
+    if _TOOL.match(part) or _CALL.match(part):
         return Segment("call", part)
     raise StepPathError(
         f"{_cut(text)!r}: {part!r} is not a segment (agent.<round>, do.<index>, "
-        "plan.<step id> or a tool name)"
+        "plan.<step id>, a tool name or tool~<nth>)"
     )
+
+
+def under(prefix: str, step_id: str) -> StepPath:
+    """The path of step ``step_id`` of a run started at ``prefix``: the step itself in a
+    top-level plan (``prefix`` empty), ``<prefix>/plan.<step>`` in a saved plan's run."""
+    return StepPath.of(step_id) if not prefix else parse(prefix).saved_step(step_id)
+
+
+def rooted(prefix: str, own: str) -> str:
+    """The path from the top-level plan's root of the call its run knows as ``own`` (a
+    step id, ``e1/do.3``, ``e1/agent.2/x``): ``own`` itself in a top-level plan, else
+    ``own`` under ``prefix`` (``StepPath.within_run`` reverses it)."""
+    if not prefix:
+        return own
+    inner = parse(own)
+    path = parse(prefix).saved_step(inner.step)
+    for segment in inner.segments[1:]:
+        path = path._then(segment)
+    return str(path)
 
 
 def matches(pattern: str, path: StepPath | str) -> bool:
     """Whether ``path`` is one ``pattern`` names: segment by segment, ``*`` matching any run
-    of characters inside one segment (never a ``/``), so a pattern names calls of one depth."""
+    of characters inside one segment (never a ``/``), so a pattern names calls of one depth.
+    A pattern without ``~`` ignores a call's ``~NTH``: it names every call to the tool."""
     text = str(path)
+    if "~" not in pattern:
+        text = _NTH.sub("", text)
     return _compiled(pattern).fullmatch(text) is not None
 
 
@@ -171,12 +238,12 @@ def check_pattern(pattern: str) -> str:
     for index, part in enumerate(parts):
         if part.strip("*") == "":
             continue  # any step, round, item or call at this depth
-        candidates = {part.replace("*", filler) for filler in ("1", "a")}
+        candidates = {part.replace("*", filler) for filler in ("1", "2", "a")}
         if not any(_names_a_segment(c, first=index == 0) for c in candidates):
             expected = (
                 f"a step id ({STEP_ID_PATTERN})"
                 if index == 0
-                else "agent.<round>, do.<index>, plan.<step id> or a tool name"
+                else "agent.<round>, do.<index>, plan.<step id>, a tool name or tool~<nth>"
             )
             raise StepPathError(
                 f"breakpoint {_cut(pattern)!r}: {part!r} can match no segment (expected "

@@ -13,6 +13,8 @@ from durable_plan.language.step_path import (
     check_pattern,
     matches,
     parse,
+    rooted,
+    under,
 )
 
 
@@ -91,3 +93,28 @@ def test_every_built_path_reads_back_as_itself(step: str, parts: list[tuple[str,
             path = path.call(str(value))
     assert parse(str(path)) == path
     assert matches(str(path), path)
+
+
+def test_a_second_call_to_one_tool_in_a_round_has_its_own_path() -> None:
+    first = StepPath.of("e1").round(2).call("charge")
+    second = StepPath.of("e1").round(2).call("charge", nth=2)
+    assert str(second) == "e1/agent.2/charge~2" and parse(str(second)) == second
+    assert first != second
+    # A pattern without ~ names every call to the tool; with it, only that one.
+    assert matches("e1/agent.2/charge", second) and matches("e1/agent.*/charge*", second)
+    assert matches("e1/agent.2/charge~2", second) and not matches("e1/agent.2/charge~2", first)
+    assert check_pattern("e1/agent.*/charge~*") == "e1/agent.*/charge~*"
+    with pytest.raises(StepPathError, match="is not a segment"):
+        parse("e1/agent.2/charge~1")  # the first call has no ~
+
+
+def test_under_and_hops_name_the_workflows_a_call_runs_in() -> None:
+    assert str(under("", "e2")) == "e2"
+    assert str(under("e4", "fetch")) == "e4/plan.fetch"
+    assert parse("e1/do.3").index == 3 and parse("e1").index is None
+    assert parse("e1").hops() == [] and parse("e1/do.3").hops() == []
+    assert parse("e1/do.3/agent.2/x").hops() == [("agent", "e1/do.3")]
+    deep = parse("e4/plan.fetch/agent.1/look")
+    assert deep.hops() == [("plan", "e4"), ("agent", "fetch")]
+    assert deep.within_run() == "fetch/agent.1/look"
+    assert rooted("e4", "fetch/agent.1/look") == str(deep) and rooted("", "e1") == "e1"

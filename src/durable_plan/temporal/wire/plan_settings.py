@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from durable_plan.language.plan import DEFAULT_MAX_STEPS
+from durable_plan.language.step_path import check_pattern
 
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024
 DEFAULT_MAX_RETURNED_BYTES = 1536 * 1024
@@ -141,6 +142,35 @@ class Visibility:
 
 
 @dataclass(frozen=True)
+class Debugging:
+    """Where a run pauses for a person, and where its calls sit in the plan that started it.
+
+    Both travel to every workflow a plan starts (an agent step's child, a saved plan's
+    child plan), so a breakpoint set on the top-level plan pauses calls at any depth and
+    every call's path (``language.step_path``) is named from the top-level plan's root."""
+
+    breakpoints: tuple[str, ...] = ()
+    """Step path patterns (``step_path.check_pattern``): a call whose path one matches
+    pauses before it starts, after its arguments are bound (``run.breakpoints``)."""
+    path_prefix: str = field(default="", metadata=BY_PLUGIN)
+    """The path of the call that started this run ("" for a top-level plan): a saved
+    plan's steps are ``<prefix>/plan.<step>``, an agent step's calls ``<prefix>/agent.<n>/<tool>``."""
+
+    def __post_init__(self) -> None:
+        # From JSON the patterns arrive as a list; kept as a tuple (frozen, comparable).
+        # Checked wherever the record is made (start_plan, a plugin's plan_options, the
+        # command line): a pattern that can never pause is a typo, refused before a run.
+        if isinstance(self.breakpoints, str):
+            raise TypeError("breakpoints: a list of step path patterns, not one string")
+        patterns = tuple(self.breakpoints)
+        for pattern in patterns:
+            if not isinstance(pattern, str):
+                raise TypeError(f"breakpoints: patterns are strings, not {pattern!r}")
+            check_pattern(pattern)
+        object.__setattr__(self, "breakpoints", patterns)
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     """Every setting of a plan, one record per concern: what ``checked_input`` takes."""
 
@@ -153,6 +183,7 @@ class PlanSettings:
     visibility: Visibility = Visibility(ui_metadata=COMPACT_UI_METADATA)
     """A sender's plans give the web UI their summary unless asked for more (an input built
     by hand, without a sender, gives it everything: ``Visibility``'s own default)."""
+    debugging: Debugging = Debugging()
 
     @classmethod
     def of(cls, flat: Mapping[str, Any]) -> PlanSettings:

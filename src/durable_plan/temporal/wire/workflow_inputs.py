@@ -19,6 +19,7 @@ from durable_plan.temporal.wire.plan_settings import (
     BY_PLUGIN,
     RECORDS,
     Bounds,
+    Debugging,
     HookRelay,
     Models,
     Retrying,
@@ -55,6 +56,7 @@ class PlanInput:
     relay: HookRelay = field(default_factory=HookRelay)
     storage: Storage = field(default_factory=Storage)
     visibility: Visibility = field(default_factory=Visibility)
+    debugging: Debugging = field(default_factory=Debugging)
     inputs: dict[str, Any] | None = None
     """A plan file's input values, read as ``inputs.<name>`` (``check_plan(inputs=...)``);
     None (a plan without inputs): ``inputs`` is unknown."""
@@ -119,6 +121,7 @@ class AgentStepInput:
     relay: HookRelay = field(default_factory=HookRelay)
     storage: Storage = field(default_factory=Storage)
     visibility: Visibility = field(default_factory=Visibility)
+    debugging: Debugging = field(default_factory=Debugging)
 
     def to_wire(self) -> dict[str, Any]:
         """What starts the child (and what admission measures): the step, then the settings
