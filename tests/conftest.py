@@ -95,6 +95,7 @@ SLOW_TESTS = {
     "tests/cli/test_newcomer.py::test_no_server_is_one_line_with_the_fix": "client.py, worker.py",
     "tests/cli/test_newcomer.py::test_client_reads_temporal_address": "client.py",
     "tests/docs/test_readme_examples.py::test_plain_agent_runs_offline": "examples/plain_agent.py",
+    "tests/docs/test_readme_examples.py::test_breakpoints_runs_offline": "examples/breakpoints.py",
     "tests/docs/test_readme_examples.py::test_the_plan_pictures_are_the_graph_commands_output": "",
     "tests/benchmarks/test_bench_breakeven.py::test_live_without_credentials_stops_with_one_line": "bench",
     "tests/docs/test_readme_examples.py::test_plans_without_agent_runs": "",

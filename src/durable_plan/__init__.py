@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "execute_plan": "durable_plan.local.runner",
     "result_for_model": "durable_plan.run.summary",
     "summarize": "durable_plan.run.summary",
+    "Pauses": "durable_plan.run.breakpoints",
+    "PlanAborted": "durable_plan.run.breakpoints",
     # Tools.
     "ToolRegistry": "durable_plan.tools.registry",
     "SQLiteEffects": "durable_plan.temporal.activities.exactly_once",
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from durable_plan.protect.encryption_plugin import EncryptionPlugin
     from durable_plan.protect.keys import Keyring
     from durable_plan.protect.result_store import FileResultStore, ResultStore, S3ResultStore
+    from durable_plan.run.breakpoints import Pauses, PlanAborted
     from durable_plan.run.summary import result_for_model, summarize
     from durable_plan.server.connection import connect
     from durable_plan.server.script_runner import run_script
@@ -109,7 +112,9 @@ __all__ = [
     "FileResultStore",
     "JsonLinesExporter",
     "Keyring",
+    "Pauses",
     "Plan",
+    "PlanAborted",
     "PlanBounds",
     "PlanFailed",
     "PlanHandle",

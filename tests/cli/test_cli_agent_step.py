@@ -122,7 +122,7 @@ async def test_show_and_approve_a_tool_call_inside_an_agent_step(
         lines = shown.splitlines()
         assert lines[0] == f"agent step {child_id}: running, round 1"
         assert lines[1] == "tools called: none yet"
-        assert lines[2] == "tool call 1/summon/1 awaits approval:"
+        assert lines[2] == "tool call morale/agent.1/summon awaits approval:"
         assert lines[3] == '    arguments: {"name": "goblin"}'
         digest = lines[4].removeprefix("    digest:    ")
         words = answer_line(shown)
@@ -130,7 +130,7 @@ async def test_show_and_approve_a_tool_call_inside_an_agent_step(
             "durable-plan",
             "approve",
             child_id,
-            "1/summon/1",
+            "morale/agent.1/summon",
             "--digest",
             digest,
             "--address",
@@ -139,7 +139,7 @@ async def test_show_and_approve_a_tool_call_inside_an_agent_step(
         # The plan's own ledger names the call and the command that answers it, on the child.
         code, plan_view, err = await cli("show", handle.id, *address)
         assert code == 0, err
-        assert "morale (agent step): tool call 1/summon/1 awaits approval:" in plan_view
+        assert "morale (agent step): tool call morale/agent.1/summon awaits approval:" in plan_view
         assert "1 tool call awaiting approval" in plan_view
         assert answer_line(plan_view) == words
         code, out, _ = await cli("show", child_id, "--json", *address)
@@ -148,14 +148,14 @@ async def test_show_and_approve_a_tool_call_inside_an_agent_step(
         assert SUMMONED == []
 
         # A wrong call id is refused in one line; the right one, with its digest, is taken.
-        code, _, err = await cli("approve", child_id, "1/summon/9", *address)
+        code, _, err = await cli("approve", child_id, "morale/agent.1/summon~9", *address)
         assert code == 1
         assert err.strip() == (
-            "durable-plan: refused: step '1/summon/9' is not awaiting approval (awaiting: "
-            "1/summon/1)"
+            "durable-plan: refused: step 'morale/agent.1/summon~9' is not awaiting approval "
+            "(awaiting: morale/agent.1/summon)"
         )
         code, out, err = await cli(*words[1:])
-        assert (code, out.strip()) == (0, "1/summon/1: approved"), err
+        assert (code, out.strip()) == (0, "morale/agent.1/summon: approved"), err
         result = await asyncio.wait_for(handle.result(), 60)
     assert SUMMONED == ["goblin"]
     assert result.returned["morale"]["output"] == {"flees": False, "reason": "helped"}
@@ -167,7 +167,7 @@ async def test_show_and_approve_a_tool_call_inside_an_agent_step(
         "tools called: summon (round 1)",
         'iterations: 2, final: true, output: {"flees": false, "reason": "helped"}',
     ]
-    code, _, err = await cli("approve", child_id, "1/summon/1", *address)
+    code, _, err = await cli("approve", child_id, "morale/agent.1/summon", *address)
     assert code == 1
     assert err.strip() == (
         f"durable-plan: refused: agent step {child_id} is completed; no tool call awaits approval"
@@ -190,9 +190,15 @@ async def test_decide_rejects_a_tool_call_inside_an_agent_step(
         child_id = f"{handle.id}/agent/morale"
         await until_a_call_awaits(child_id, temporal_target)
         code, out, err = await cli(
-            "decide", child_id, "1/summon/1", "--reject", "--reason", "not today", *address
+            "decide",
+            child_id,
+            "morale/agent.1/summon",
+            "--reject",
+            "--reason",
+            "not today",
+            *address,
         )
-        assert (code, out.strip()) == (0, "1/summon/1: rejected"), err
+        assert (code, out.strip()) == (0, "morale/agent.1/summon: rejected"), err
         result = await asyncio.wait_for(handle.result(), 60)
     assert SUMMONED == []  # the tool never ran: the loop got the rejection instead
     assert result.returned["morale"]["output"]["reason"] == "nobody came"

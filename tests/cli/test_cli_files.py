@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from durable_plan.cli.plan_file.checking import check_plan_file
-from durable_plan.cli.plan_file.reading import load_plan_file
-from durable_plan.cli.plan_file.records import PlanFileError
+from durable_plan.check.plan_file.checking import check_plan_file
+from durable_plan.check.plan_file.reading import load_plan_file
+from durable_plan.check.plan_file.records import PlanFileError
 from tests.support.helpers import cli_subprocess, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -251,3 +251,34 @@ def test_a_missing_input_is_reported_with_the_plan_s_problems() -> None:
     assert "2 problems:" in done.stderr
     assert "missing input 'ticket_id'. Fix: pass --input ticket_id=VALUE" in done.stderr
     assert "tool 'refund_payment' cannot be planned" in done.stderr
+
+
+# --- saved plans (--plans DIR) --------------------------------------------------------------
+
+SKIRMISH = str(PLANS / "callers" / "skirmish.yaml")
+SAVED = ("--plans", str(PLANS / "saved"))
+SIZED_UP = {"target": "goblin", "total_damage": 12, "hp_after": 0, "defeated": True}
+
+
+def test_run_local_registers_saved_plans_from_a_directory() -> None:
+    done = cli("run", SKIRMISH, *TOOLS, *SAVED, "--local")
+    assert done.returncode == 0, done.stderr
+    returned = json.loads(done.stdout)["returned"]
+    assert [r["stats"]["name"] for r in returned["sized"]["results"]] == ["goblin", "skeleton"]
+    assert returned["total"] == SIZED_UP
+
+
+def test_a_plan_calling_a_saved_plan_not_registered_exits_2() -> None:
+    done = cli("run", SKIRMISH, *TOOLS, "--local")
+    assert done.returncode == 2
+    assert "unknown tool 'plan__size_up'" in done.stderr
+
+
+async def test_run_on_a_server_runs_saved_plans_as_child_plans(
+    temporal_target: str, workflow_id: str
+) -> None:
+    code, out, err = await acli(
+        "run", SKIRMISH, *TOOLS, *SAVED, "--address", temporal_target, "--workflow-id", workflow_id
+    )
+    assert code == 0, err
+    assert json.loads(out)["returned"]["total"] == SIZED_UP

@@ -157,6 +157,37 @@ async def test_an_approval_clicked_in_the_page_lets_the_plan_finish(
 
 
 @needs_chromium
+async def test_a_breakpoint_continued_in_the_page_lets_the_plan_finish(
+    client: Client, task_queue: str, console: str, page: Any
+) -> None:
+    plan = {
+        "steps": [
+            {"id": "look", "tool": "work", "args": {"name": "look"}},
+            {
+                "id": "fan",
+                "tool": "map",
+                "args": {"over": ["a", "b"], "do": {"tool": "work", "bind": {"name": "item"}}},
+            },
+        ]
+    }
+    async with plan_worker(client, task_queue=task_queue, registry=REGISTRY):
+        handle = await start_plan(
+            client, plan, task_queue=task_queue, registry=REGISTRY, breakpoints=["fan/do.1"]
+        )
+        await page.goto(url(console, handle.id))
+        node = page.locator('#graph .node[data-step="fan"][data-phase="paused"]')
+        await node.wait_for(timeout=15000)
+        await node.click()
+        await page.locator("#breakpoint").wait_for(state="visible")
+        assert (await page.text_content("#breakpoint-path") or "").strip() == "fan/do.1"
+        await page.click('#breakpoint button[data-action="continue"]')
+        result = await asyncio.wait_for(handle.result(), 20)
+        await page.locator('#graph .node[data-step="fan"][data-phase="ok"]').wait_for()
+    assert result.returned["fan"]["results"] == [{"name": "a"}, {"name": "b"}]
+    assert "fan/do.1: continue" in (await page.text_content("#action-said") or "")
+
+
+@needs_chromium
 async def test_a_failed_steps_error_is_in_its_node(
     client: Client, task_queue: str, console: str, page: Any
 ) -> None:
@@ -247,10 +278,16 @@ async def test_on_loopback_actions_need_the_same_origin_and_the_host_is_checked(
                 content="{}",
             )
             assert form.status_code == 415
-            # Breakpoints arrive with issue 49: the action is named, and says so.
+            # A breakpoint's answer: a workflow that does not exist is a 404, a bad action 400.
             paused = await http.post(
                 "/api/plans/x/steps/s/breakpoint",
                 headers={**json_type, "origin": base},
                 content='{"action": "continue"}',
             )
-            assert paused.status_code == 501 and "issue 49" in paused.json()["error"]
+            assert paused.status_code == 404 and "no workflow 'x'" in paused.json()["error"]
+            bad_action = await http.post(
+                "/api/plans/x/steps/s/breakpoint",
+                headers={**json_type, "origin": base},
+                content='{"action": "jump"}',
+            )
+            assert bad_action.status_code == 400

@@ -321,11 +321,11 @@ def test_step_summaries_say_what_the_tool_name_does_not() -> None:
     summaries = StepSummaries(check_plan(ROUND_PLAN))
     assert summaries.of("log") == "log · level 0"
     assert summaries.of("chars") == "chars · level 1 · over ← steps.log.actions"
-    assert summaries.of("rolls[2]") == (
-        "rolls[2] · level 2 · character ← item.name, attack_bonus ← item.attack_bonus"
+    assert summaries.of("rolls/do.2") == (
+        "rolls/do.2 · level 2 · character ← item.name, attack_bonus ← item.attack_bonus"
         " · item of rolls"
     )
-    assert summaries.of("nope") is None and summaries.of("log[1]") is None
+    assert summaries.of("nope") is None and summaries.of("log/do.1") is None
     branch = StepSummaries(
         check_plan(
             {
@@ -421,7 +421,7 @@ async def test_the_ui_shows_the_agents_plans_and_agent_steps(
         "plan: 6 steps in 6 levels: log → chars → rolls → hits → tally → narrate (final)"
     )
     summaries = _activity_summaries(await round_plan.fetch_history())
-    assert summaries["rolls[0]"].startswith("rolls[0] · level 2 · character ← item.name")
+    assert summaries["rolls/do.0"].startswith("rolls/do.0 · level 2 · character ← item.name")
     morale = client.get_workflow_handle(f"{ids[1]}/agent/morale")
     summary = await (await morale.describe()).static_summary()
     assert summary is not None

@@ -46,8 +46,8 @@ def test_tick_before_any_lines_draws_nothing() -> None:
 async def test_run_display_draws_a_waiting_plan_without_another_event() -> None:
     """The display of `durable-plan run`: one event stream update early, then silence while the
     plan waits; the table with the awaiting step appears within a second all the same."""
+    from durable_plan.check.plan_file.reading import load_plan_file
     from durable_plan.cli.commands.run_display import Display
-    from durable_plan.cli.plan_file.reading import load_plan_file
 
     console, out = _terminal()
     display = Display(load_plan_file("examples/plans/triage.yaml"), False, None)

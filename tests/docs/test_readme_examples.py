@@ -22,10 +22,15 @@ CODE_LANGS = ("python", "py", "pycon", "yaml", "yml")
 # tools or a workflow that an example runs).
 RUN_BY = {
     "examples/plans/triage.yaml": "tests/cli/test_cli_run.py",
+    "examples/plans/saved/size_up.yaml": "tests/cli/test_cli_run.py",
+    "examples/plans/callers/skirmish.yaml": "tests/cli/test_cli_run.py",
     "examples/monster_tools.py": "tests/unit/check/test_return_shapes.py",
     "examples/plain_agent.py": "tests/docs/test_readme_examples.py",
+    "examples/breakpoints.py": "tests/docs/test_readme_examples.py",
     "examples/existing_app.py": "tests/durable/agents/test_durable_plan_plugin.py",
     "examples/existing_app_workflow.py": "tests/durable/agents/test_durable_plan_plugin.py",
+    "examples/sandbox_agent.py": "tests/docs/test_sandbox_example.py",
+    "examples/sandbox_agent_workflow.py": "tests/docs/test_sandbox_example.py",
     "examples/plans_without_agent.py": "tests/docs/test_readme_examples.py",
     "examples/large_results.py": "tests/docs/test_readme_examples.py",
     "examples/issue_agent_workflow.py": "tests/docs/test_readme_examples.py",
@@ -105,6 +110,14 @@ def _run_example(name: str, address: str, *args: str) -> str:
 def test_plain_agent_runs_offline() -> None:
     out = _run_example("plain_agent.py", "127.0.0.1:1")  # no server needed
     assert "model calls:" in out
+
+
+def test_breakpoints_runs_offline() -> None:
+    out = _run_example("breakpoints.py", "127.0.0.1:1")  # in-process: no server needed
+    assert out.splitlines() == [
+        "paused at attack: roll_attack({'armour': 15})",
+        "ledger: [('lookup', 'ok'), ('attack', 'ok'), ('damage', 'ok')]",
+    ]
 
 
 def test_plans_without_agent_runs(temporal_target: str) -> None:

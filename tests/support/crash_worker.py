@@ -45,8 +45,25 @@ async def main(
     mcp: bool = False,
     route: str | None = None,
     tools_only: bool = False,
+    sandbox: bool = False,
 ) -> None:
     plugins: list[Any] = []
+    workflows: list[Any] = []
+    if sandbox:
+        # The sandbox tests' conversation, its scripted model and its sandbox factory.
+        from temporalio.strands_agents import StrandsPlugin
+
+        from durable_plan.testing import ScriptedModel
+        from tests.support.sandbox_support import SANDBOX, chain_sandboxes, sandbox_scripts
+        from tests.support.sandbox_workflows import SandboxChatWorkflow
+
+        plugins.append(
+            StrandsPlugin(
+                models={"scripted": lambda: ScriptedModel(scripts=sandbox_scripts())},
+                sandboxes={SANDBOX: chain_sandboxes()},
+            )
+        )
+        workflows.append(SandboxChatWorkflow)
     if mcp:
         # The test MCP server as "github": its call-tool activity runs MCP plan steps.
         from temporalio.strands_agents import StrandsPlugin
@@ -82,6 +99,10 @@ async def main(
     if mcp:
         await _connect_mcp_server()
     registry = crash_registry(route=route)
+    if sandbox:
+        from tests.support.sandbox_support import SLOW_SANDBOX_TOOLS
+
+        registry = SLOW_SANDBOX_TOOLS
     if tools_only:  # the routed tool's own worker: its activities, no workflows
         assert route is not None, "--tools-only serves the --route queue"
         worker = tool_worker(client, task_queue=route, registry=registry)
@@ -90,6 +111,7 @@ async def main(
             client,
             task_queue=task_queue,
             registry=registry,
+            workflows=workflows,
             # A SIGKILLed worker never tells the server it is gone: its cached workflows'
             # next tasks go to its sticky queue and wait this long before falling back to
             # the shared queue the replacement worker polls (default: 10 s).
@@ -151,6 +173,7 @@ if __name__ == "__main__":
     parser.add_argument("--mcp", action="store_true", help="register the test MCP server")
     parser.add_argument("--route", help="crash_combine runs on this task queue")
     parser.add_argument("--tools-only", action="store_true", help="serve the --route queue")
+    parser.add_argument("--sandbox", action="store_true", help="the sandbox tests' conversation")
     args = parser.parse_args()
     asyncio.run(
         main(
@@ -162,5 +185,6 @@ if __name__ == "__main__":
             args.mcp,
             args.route,
             args.tools_only,
+            args.sandbox,
         )
     )

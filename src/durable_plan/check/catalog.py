@@ -47,6 +47,13 @@ class ToolCatalog:
     return_shapes: bool = True
     """Check paths and bound values against results' shapes (``no_field``, ``wrong_type``);
     False: as before the return-shape check (workflow code recorded before it)."""
+    plan_depth: int = 0
+    """Saved plans the checked plan runs inside (0: submitted; a saved plan being
+    registered is checked at 1): its own saved-plan calls may nest ``MAX_PLAN_DEPTH`` less
+    this (``check/saved_plans.py``)."""
+    within_saved_plan: bool = False
+    """The plan checked is a saved plan reached from the one a caller submitted: the walk
+    that reached it checks its cycles and depth (``check/saved_plans.py``)."""
 
     @classmethod
     def of(cls, specs: Iterable[ToolSpec | str]) -> ToolCatalog:

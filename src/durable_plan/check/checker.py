@@ -23,6 +23,7 @@ from durable_plan.check.checked import CheckedPlan, CheckedStep
 from durable_plan.check.dataflow import _Parsed
 from durable_plan.check.graph import _find_cycles, _levels
 from durable_plan.check.plan_errors import describe_schema_error, salvage_step
+from durable_plan.check.saved_plans import check_saved_plan_calls
 from durable_plan.check.shapes.checks import ShapeChecks
 from durable_plan.language.errors import PlanRejected, StepError
 from durable_plan.language.json_text import compact_json
@@ -121,6 +122,7 @@ class _Checker(ShapeChecks):
             # A duplicate is checked too: one problem must never hide another.
             self._check_tool(step)
             parsed.setdefault(step.id, self._check_expressions(step, ids))
+        check_saved_plan_calls(steps, self.catalog, self.add, durable=self.durable)
         self._check_returns(returns, ids)
         deps = {sid: frozenset(p[2]) for sid, p in parsed.items()}
         self._check_cycles(deps)

@@ -44,6 +44,9 @@ COMMAND_DOCS: dict[str | None, str] = {
     "sweep-store": "guides/large-payloads.md#large-results-by-reference",
     "replay": "guides/upgrading.md",
     "ui": "guides/console.md",
+    "continue": "guides/breakpoints.md",
+    "skip": "guides/breakpoints.md",
+    "abort": "guides/breakpoints.md",
 }
 """The page that explains each subcommand (a test holds that every subcommand has one and that
 each page and heading exists)."""

@@ -75,6 +75,26 @@ def _add_decide(subparsers: SubParsers) -> None:
     add_server_options(p)
 
 
+def _add_breakpoint_answers(subparsers: SubParsers) -> None:
+    """``continue``, ``skip`` and ``abort``: answer a call paused at a breakpoint."""
+    helps = {
+        "continue": "let a call paused at a breakpoint go on (its approval still applies)",
+        "skip": "skip a paused call: the step ends not_taken and its dependents are pruned",
+        "abort": "end the plan at a paused call: it ends cancelled, with its ledger",
+    }
+    for action, text in helps.items():
+        handler = "continue_" if action == "continue" else action
+        p = command_parser(subparsers, action, f"breakpoints:{handler}", help=text)
+        p.add_argument("workflow_id", help="the plan workflow's id")
+        p.add_argument(
+            "path",
+            nargs="?",
+            help="the paused call's step path (e2, e1/do.3, e1/agent.2/charge); "
+            "default: the one paused call",
+        )
+        add_server_options(p)
+
+
 def _add_worker(subparsers: SubParsers) -> None:
     p = command_parser(
         subparsers,

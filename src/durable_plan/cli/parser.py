@@ -28,6 +28,7 @@ from durable_plan.cli.arguments import (
 from durable_plan.cli.commands import DEFAULT_TASK_QUEUE, TOOLS_ENV
 from durable_plan.cli.operations_parser import (
     _add_approve,
+    _add_breakpoint_answers,
     _add_codec_server,
     _add_decide,
     _add_keygen,
@@ -146,6 +147,14 @@ def _add_run(subparsers: SubParsers) -> None:
         help="an input value (repeatable); text for string inputs, JSON otherwise",
     )
     p.add_argument("--tools", metavar="MODULE", default=os.environ.get(TOOLS_ENV), help=TOOLS_HELP)
+    p.add_argument(
+        "--plans",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="register the plan files of DIR as saved plans, tools named plan__<file stem> "
+        "(repeatable; each is checked first: one that cannot register stops the run)",
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--local", action="store_true", help="run in this process, no server")
     where.add_argument(
@@ -177,6 +186,15 @@ def _add_run(subparsers: SubParsers) -> None:
     )
     p.add_argument("--workflow-id", metavar="ID", help="the plan workflow's id (default: new)")
     p.add_argument(
+        "--break",
+        dest="breakpoints",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="pause before the calls this step path pattern names (e2, 'e1/agent.*/charge*'); "
+        "repeatable; answer with `durable-plan continue|skip|abort WORKFLOW PATH`",
+    )
+    p.add_argument(
         "--quiet",
         "-q",
         action="store_true",
@@ -194,6 +212,7 @@ _COMMANDS: list[Callable[[SubParsers], None]] = [
     _add_run,
     _add_show,
     _add_approve,
+    _add_breakpoint_answers,
     _add_ui,
     _add_worker,
     _add_dev,

@@ -41,12 +41,13 @@ STATUS_STYLE: dict[str, tuple[str, str]] = {
     "pending": ("· pending", "dim"),
     "running": ("▶ running", "yellow"),
     AWAITING: ("⏸ awaiting approval", "bold magenta"),
+    "paused": ("⏸ paused", "bold blue"),
     "ok": ("✓ ok", "green"),
     "failed": ("✗ failed", "bold red"),
     "skipped": ("- skipped", "red"),
     "not_taken": ("○ not taken", "cyan"),
 }
-ORDER = ("ok", "running", AWAITING, "pending", "failed", "skipped", "not_taken")
+ORDER = ("ok", "running", AWAITING, "paused", "pending", "failed", "skipped", "not_taken")
 
 
 def lines_from_run(run: PlanRun) -> list[Line]:

@@ -6,8 +6,8 @@ workflow, a worker that answers, then the ``decide_step`` update bound to the ar
 digest the person saw); a cancellation is the request Temporal's own
 `temporal workflow cancel` sends, so the plan ends ``cancelled`` with its ledger.
 
-Breakpoints (continue, skip, abort) arrive with issue 49: the route, the action names and
-the page's buttons are in place, and the answer says plainly that this version has none.
+An answer at a breakpoint (continue, skip, abort) goes through
+``cli.commands.breakpoints.answer_breakpoint``, what `durable-plan continue` runs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from durable_plan.cli.commands import CommandError
+from durable_plan.cli.commands.breakpoints import BreakpointRefused, answer_breakpoint
 from durable_plan.cli.commands.ledger import DecisionRefused, take_decision
 from durable_plan.console.bounds import cut_text
 
@@ -83,12 +84,23 @@ async def cancel(client: Client, workflow_id: str) -> str:
     return "cancel requested"
 
 
-async def breakpoint_action(workflow_id: str, step_id: str, action: str) -> str:
-    """Continue, skip or abort at a breakpoint: not in this version (issue 49)."""
+async def breakpoint_action(
+    client: Client, address: str, workflow_id: str, step_id: str, body: dict[str, Any]
+) -> str:
+    """Continue, skip or abort the call paused at a breakpoint: ``body["action"]``, and
+    ``body["path"]`` (the paused call's step path, ``e1/do.3``, ``e1/agent.2/charge``;
+    default: ``step_id`` itself). What `durable-plan continue|skip|abort` runs
+    (``cli.commands.breakpoints.answer_breakpoint``)."""
+    action = body.get("action")
     if action not in BREAKPOINT_ACTIONS:
         raise ActionRefused(400, f"action {action!r}: one of {', '.join(BREAKPOINT_ACTIONS)}")
-    raise ActionRefused(
-        501,
-        f"step {step_id!r} of {workflow_id}: breakpoints are not in this version of "
-        "durable-plan (issue 49 adds them); nothing was done",
-    )
+    path = _text(body, "path", 1_000) or step_id
+    try:
+        answered, said = await answer_breakpoint(
+            client, workflow_id, path, str(action), address=address
+        )
+    except BreakpointRefused as exc:
+        raise ActionRefused(409, cut_text(str(exc), 1_000) or "refused") from None
+    except CommandError as exc:
+        raise ActionRefused(404, str(exc)) from None
+    return f"{answered}: {said}"

@@ -82,7 +82,7 @@ def create_app(client: Client, settings: ConsoleSettings) -> ConsoleGuard:
                 "namespace": settings.namespace,
                 "decodes": settings.decodes,
                 "breakpoint_actions": list(actions.BREAKPOINT_ACTIONS),
-                "breakpoints": False,
+                "breakpoints": True,
             }
         )
 
@@ -131,7 +131,7 @@ def create_app(client: Client, settings: ConsoleSettings) -> ConsoleGuard:
             elif verb == "decide" and sid:
                 said = await actions.decide(client, settings.address, wid, sid, body)
             elif verb == "breakpoint" and sid:
-                said = await actions.breakpoint_action(wid, sid, str(body.get("action")))
+                said = await actions.breakpoint_action(client, settings.address, wid, sid, body)
             else:
                 return _problem(404, f"no action {verb!r} here")
         except actions.ActionRefused as exc:

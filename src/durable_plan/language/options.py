@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ToolKind = Literal["function", "agent_tool", "activity", "mcp", "plan"]
-"""``plan``: a saved plan (``ToolRegistry.add_plan``), run as a nested plan, never a call."""
+ToolKind = Literal["function", "agent_tool", "activity", "mcp", "plan", "sandbox"]
+"""``plan``: a saved plan (``ToolRegistry.add_plan``), run as a nested plan, never a call.
+``sandbox``: a tool on a sandbox's API (``durable_plan.tools.sandbox_tools``), run against
+the conversation's own environment."""
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_RETRIES = 2
@@ -66,6 +68,9 @@ class ToolOptions:
     """The tool's return shape, a compact JSON Schema (``durable_plan.check.shapes.declared``):
     the checks reject a plan reading a field the shape rules out, before anything runs.
     None: not declared (any path passes, as before); sent only when set."""
+    sandbox: str | None = None
+    """``kind="sandbox"``: the sandbox factory's name (``StrandsPlugin(sandboxes={name: ...})``)
+    whose environment the tool runs in, the conversation's (``tools/sandbox_tools.py``)."""
     saved_plan: dict[str, Any] | None = None
     """``kind="plan"``: the saved plan itself, ``{"plan": {...}, "inputs": <JSON Schema>}``,
     as its owner registered it (``durable_plan.tools.saved_plans``). It travels in the tool
@@ -85,8 +90,10 @@ class ToolOptions:
 
     @property
     def may_run_local(self) -> bool:
-        """Existing activities and MCP calls always run as registered (an MCP call is the
-        server's own activity); others where the owner allows."""
+        """Existing activities, MCP calls and sandbox tools always run as registered (an MCP
+        call is the server's own activity; a sandbox tool needs a worker with the sandbox's
+        factory); others where the owner allows."""
         if self.task_queue is not None:  # a local activity runs on the plan's worker
             return False
-        return self.kind not in ("activity", "mcp") and (self.local or self.allow_local)
+        kind = self.kind
+        return kind not in ("activity", "mcp", "sandbox") and (self.local or self.allow_local)

@@ -11,13 +11,16 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from durable_plan.check import CheckedPlan, ToolCatalog, ToolSpec, check_plan
 from durable_plan.language.control_steps import LOOPS
 from durable_plan.language.errors import PlanRejected, StepError, describe_exception
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
+from durable_plan.local.pauses import Gate, current_gate, make_gate, reset_gate, set_gate
+from durable_plan.local.saved_plans import enter_caller, leave_caller
+from durable_plan.run.breakpoints import OnPause, PlanAborted, Skipped
 from durable_plan.run.calls import Invoker, StepCall
 from durable_plan.run.engine import PlanRun
 from durable_plan.run.events import SILENT, Emitter, EventSink, step_context
@@ -39,6 +42,8 @@ async def execute_plan(
     model: Any = None,
     on_event: EventSink | None = None,
     plan_id: str | None = None,
+    breakpoints: Iterable[str] | None = None,
+    on_pause: OnPause | None = None,
 ) -> PlanResult:
     """Check ``plan`` completely, then run it with ``invoker(tool_name, args)``.
 
@@ -50,7 +55,11 @@ async def execute_plan(
     give in ``model`` to Strands models (or factories), ``model`` is the default.
     ``on_event`` receives the plan's events as they happen (``run/events.py``; an
     ``EventQueue`` is one you can iterate), marked with ``plan_id``.
+    ``breakpoints``: step path patterns a call pauses at (``run/breakpoints.py``), each
+    answered by ``on_pause`` (an async callback, or a ``Pauses`` handle); an abort raises
+    ``PlanAborted`` with the ledger so far.
     """
+    gate = make_gate(breakpoints, on_pause)  # a bad pattern is refused before anything runs
     if isinstance(invoker, ToolRegistry):
         from durable_plan.local.agents import agent_steps
 
@@ -78,6 +87,7 @@ async def execute_plan(
         default_timeout_s=default_timeout_s,
         on_event=on_event,
         plan_id=plan_id,
+        gate=gate,
     )
 
 
@@ -91,6 +101,8 @@ async def run_checked(
     on_start: Callable[[PlanRun], None] | None = None,  # sees the run (a live progress view)
     on_event: EventSink | None = None,
     plan_id: str | None = None,
+    gate: Gate | None = None,
+    path_prefix: str = "",
 ) -> PlanResult:
     """Run an already-checked plan; see ``execute_plan``.
 
@@ -98,6 +110,18 @@ async def run_checked(
     plan ends, ``recall.learned`` holds the steps it ran ok (``reuse.py``).
     """
     run = PlanRun(checked, recall=recall, events=local_events(on_event, plan_id))
+    run.events.path_prefix = path_prefix
+    # A nested run (a saved plan's, at ``path_prefix``) pauses as its caller does.
+    if gate is not None:
+        gate = replace(gate, events=run.events)  # the top-level run's: it announces pauses
+        me = asyncio.current_task()
+        if gate.runner is not None and me is not None:
+            gate.runner.append(me)  # an abort cancels this run as a whole
+    else:
+        gate = current_gate()
+        gate = gate.under(path_prefix) if gate is not None else None
+    gate_token = set_gate(gate)
+    caller_token = enter_caller(run)  # its saved-plan calls reuse and learn through it
     if on_start is not None:
         on_start(run)
     timeouts = dict(tool_timeouts or {})
@@ -109,9 +133,9 @@ async def run_checked(
     def start(calls: list[StepCall]) -> None:
         for call in calls:
             work = (
-                _run_items(run, call, invoker, timeout_of)
+                _run_items(run, call, invoker, timeout_of, gate)
                 if call.tool in LOOPS
-                else _invoke(invoker, call, timeout_of(call))
+                else _gated(gate, call, scope_of(run, call, gate), invoker, timeout_of(call))
             )
             context = step_context(run.events, call.step_id)
             tasks[asyncio.create_task(work, name=call.step_id, context=context)] = call
@@ -130,12 +154,25 @@ async def run_checked(
             start(run.next_calls())
     except BaseException as exc:
         cancelled = isinstance(exc, asyncio.CancelledError)
+        aborted = gate.aborted if gate is not None and gate.aborted else None
         run.abandon(
             "cancelled" if cancelled else "failed",
-            "the plan was cancelled" if cancelled else describe_exception(exc),
+            f"aborted at breakpoint {aborted[0]}"
+            if aborted
+            else "the plan was cancelled"
+            if cancelled
+            else describe_exception(exc),
         )
+        if aborted and cancelled:
+            me = asyncio.current_task()
+            if me is not None and gate is not None and me in (gate.runner or ()):
+                me.uncancel()  # the abort's own cancel: it ends as PlanAborted instead
+            ledger = [asdict(line) for line in run.progress()]
+            raise PlanAborted(aborted[0], ledger) from None
         raise
     finally:
+        reset_gate(gate_token)
+        leave_caller(caller_token)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -162,6 +199,7 @@ async def _run_items(
     call: StepCall,
     invoker: Invoker,
     timeout_of: Callable[[StepCall], float | None],
+    gate: Gate | None = None,
 ) -> tuple[bool, Any, float]:
     """A map or reduce step: its items through the same invoker, within its cap."""
     started = time.perf_counter()
@@ -173,7 +211,8 @@ async def _run_items(
 
     def start() -> None:
         for item in items.next_calls():
-            work = _invoke(invoker, item, timeout_of(item))
+            scope = items.scope(item) if gate is not None else None
+            work = _gated(gate, item, scope, invoker, timeout_of(item))
             context = step_context(run.events, item.step_id)  # an item may be an agent step
             task = asyncio.create_task(work, name=item.step_id, context=context)
             running[task] = item
@@ -201,6 +240,20 @@ async def _invoke(
     """(ok, result or error text, duration in ms); only cancellation escapes. The owner's
     timeout is held where a direct call's is too (``tools.deadline``)."""
     return await within(lambda: invoker(call.tool, call.args), timeout)
+
+
+async def _gated(
+    gate: Gate | None, call: StepCall, scope: Any, invoker: Invoker, timeout: float | None
+) -> tuple[bool, Any, float]:
+    """The call, after its pause when a breakpoint names it (skipped: ``Skipped``)."""
+    if gate is not None and await gate.check(call.step_id, call.tool, call.args, scope) == "skip":
+        return False, Skipped(), 0.0
+    return await _invoke(invoker, call, timeout)
+
+
+def scope_of(run: PlanRun, call: StepCall, gate: Gate | None) -> Any:
+    """What the step's bindings read, shown when it pauses (None: no breakpoints)."""
+    return run.binder.scope_of(run.checked.steps[call.step_id]) if gate is not None else None
 
 
 def _ms_since(started: float) -> float:

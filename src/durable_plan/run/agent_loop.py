@@ -15,6 +15,7 @@ made-up result.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -23,6 +24,7 @@ from strands.hooks import AfterModelCallEvent, AfterToolCallEvent, HookProvider,
 from strands.types.exceptions import StructuredOutputException
 
 from durable_plan.check.json_schema import validator_for
+from durable_plan.language.step_path import StepPathError, parse
 from durable_plan.run.events import SILENT, Emitter, add_usage, usage_of
 
 ANSWER_TOOL = "answer"
@@ -84,11 +86,42 @@ class RoundTracker(HookProvider):
     of an agent step's progress for both runners."""
 
     def __init__(self, events: Emitter = SILENT, step_id: str | None = None) -> None:
+        """``step_id``: the agent step's call inside its run (``e1``, an item's ``e1/do.3``):
+        its calls' paths are ``<step_id>/agent.<round>/<tool>`` (``language.step_path``)."""
         self.rounds = 0
         self.calls: list[dict[str, Any]] = []
         self.usage: dict[str, int] | None = None
         self._events = events
         self._step = step_id
+        self._place: dict[str, int] = {}  # a tool use's place in its round's message
+        self._order: list[tuple[int, int]] = []  # (round, place) of each entry of ``calls``
+        self._nth: dict[str, int] = {}
+        """A tool use's place among its round's calls to the same tool (by ``toolUseId``,
+        recorded in history): the order the model wrote them, never the order they ran."""
+
+    def call_path(self, tool_use: Mapping[str, Any]) -> str | None:
+        """The path of this tool call of the current round (None: no step, or a tool name
+        no path can hold, one the model made up)."""
+        if not self._step:
+            return None
+        try:
+            return str(
+                parse(self._step)
+                .round(max(self.rounds, 1))
+                .call(str(tool_use.get("name")), self._nth.get(str(tool_use.get("toolUseId")), 1))
+            )
+        except StepPathError:
+            return None
+
+    def _number_calls(self, message: Mapping[str, Any] | None) -> None:
+        seen: dict[str, int] = {}
+        for place, block in enumerate((message or {}).get("content") or ()):
+            use = block.get("toolUse") if isinstance(block, Mapping) else None
+            if isinstance(use, Mapping):
+                name = str(use.get("name"))
+                seen[name] = seen.get(name, 0) + 1
+                self._nth[str(use.get("toolUseId"))] = seen[name]
+                self._place[str(use.get("toolUseId"))] = place
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         registry.add_callback(AfterModelCallEvent, self._round)
@@ -98,6 +131,7 @@ class RoundTracker(HookProvider):
         self.rounds += 1
         usage = None
         if event.stop_response is not None:
+            self._number_calls(event.stop_response.message)
             metadata = event.stop_response.message.get("metadata")
             if isinstance(metadata, dict):
                 usage = usage_of(metadata.get("usage"))
@@ -105,6 +139,7 @@ class RoundTracker(HookProvider):
         self._events.emit(
             "agent_round",
             step=self._step,
+            path=self._round_path(),
             round=self.rounds,
             status="failed" if event.exception is not None else "ok",
             error=None if event.exception is None else str(event.exception),
@@ -114,15 +149,31 @@ class RoundTracker(HookProvider):
     def _tool(self, event: AfterToolCallEvent) -> None:
         name = event.tool_use["name"]
         if name != ANSWER_TOOL:
-            self.calls.append({"tool": name, "round": self.rounds})
+            path = self.call_path(event.tool_use)
+            call: dict[str, Any] = {"tool": name, "round": self.rounds}
+            if path is not None:
+                call["path"] = path
+            # In the order the model wrote the calls, not the order they ended (a round's
+            # calls run concurrently): both runners list them alike.
+            order = (self.rounds, self._place.get(str(event.tool_use.get("toolUseId")), 0))
+            at = bisect.bisect(self._order, order)
+            self._order.insert(at, order)
+            self.calls.insert(at, call)
             failed = event.result.get("status") == "error"
             self._events.emit(
                 "agent_tool_call",
                 step=self._step,
+                path=path,
                 tool=name,
                 round=self.rounds,
                 status="failed" if failed else "ok",
             )
+
+    def _round_path(self) -> str | None:
+        try:
+            return str(parse(self._step).round(self.rounds)) if self._step else None
+        except StepPathError:
+            return None
 
 
 async def run_agent_step(

@@ -22,13 +22,14 @@ from durable_plan.language.errors import StepError
 from durable_plan.language.plan import PlanResult, StepOutcome, StepStatus, rounds_saved
 from durable_plan.language.plan_limits import DEFAULT_LIMITS, ExpressionLimits, truncate_text
 from durable_plan.run.binding import Binder
+from durable_plan.run.breakpoints import Skipped
 from durable_plan.run.calls import StepCall
 from durable_plan.run.events import SILENT, Emitter, add_usage
 from durable_plan.run.items import ItemRun
 from durable_plan.run.json_results import as_json as as_json
 from durable_plan.run.json_results import non_json_message as non_json_message
 from durable_plan.run.references import holds_reference
-from durable_plan.run.reuse import Recall, Remembered
+from durable_plan.run.reuse import Recall, Remembered, in_plan_order
 from durable_plan.run.run_report import Phase, Progress, _counts, agent_usage
 from durable_plan.run.scheduler import Scheduler
 
@@ -158,8 +159,11 @@ class PlanRun:
         self._end(step_id, "ok", None, duration_ms, attempts)
 
     def record_failure(
-        self, step_id: str, error: str, *, duration_ms: float = 0.0, attempts: int = 1
+        self, step_id: str, error: str | Skipped, *, duration_ms: float = 0.0, attempts: int = 1
     ) -> None:
+        if isinstance(error, Skipped):  # a person skipped it at a breakpoint: as a false when
+            self._end(step_id, "not_taken", error.reason, duration_ms, 0)
+            return
         self._end(step_id, "failed", error, duration_ms, attempts)
 
     def result(self) -> PlanResult:
@@ -233,16 +237,9 @@ class PlanRun:
         for sid, cs in self._checked.steps.items():
             done = self._outcomes.get(sid)
             if done is not None:
+                d = done
                 lines.append(
-                    Progress(
-                        sid,
-                        done.tool,
-                        done.status,
-                        done.level,
-                        done.duration_ms,
-                        done.attempts,
-                        done.error,
-                    )
+                    Progress(sid, d.tool, d.status, d.level, d.duration_ms, d.attempts, d.error)
                 )
                 continue
             phase: Phase = "running" if sid in running else "pending"
@@ -311,7 +308,7 @@ class PlanRun:
             entry = recall.learn(sid, outcome.tool, key, self._results[sid])
             if entry is not None:
                 learned.append(entry)
-        return sorted(learned, key=lambda e: self._rank[e.step])
+        return in_plan_order([*learned, *recall.nested], self._rank)  # saved plans' too
 
     def _exit(self, cs: CheckedStep, args: dict[str, Any]) -> None:
         """An exit step fired: it ends ok with why, and the scheduler stops the plan."""

@@ -24,6 +24,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from durable_plan.language.plan_limits import truncate_text
+from durable_plan.language.step_path import rooted
 
 EventKind = Literal[
     "plan_started",
@@ -31,6 +32,8 @@ EventKind = Literal[
     "step_finished",
     "awaiting_approval",
     "approval_decided",
+    "paused",
+    "resumed",
     "agent_round",
     "agent_tool_call",
     "item_finished",
@@ -72,6 +75,9 @@ class PlanEvent:
     detail: dict[str, Any] | None = None
     """Per kind: ``plan_started`` the steps (id, tool, level); ``awaiting_approval`` the
     arguments' digest; ``step_finished`` of a map its item counts; ``plan_exited`` why."""
+    path: str | None = None
+    """The call's step path from the top-level plan's root (``language.step_path``:
+    ``e1/do.3``, ``e1/agent.2/lookup``), when it is not ``step`` itself."""
     offset: int | None = field(default=None, compare=False)
     """The event's place in its stream, set by a subscriber (None in-process)."""
 
@@ -161,6 +167,9 @@ class Emitter:
 
     def __init__(self, plan_id: str, now: Callable[[], float], sinks: list[EventSink]) -> None:
         self.plan_id = plan_id
+        self.path_prefix = ""
+        """The path of the call that started this run (a saved plan's): every ``step`` and
+        ``path`` given is inside the run, and the event names it from the root."""
         self._now = now
         self._sinks = list(sinks)
         self._items = 0
@@ -178,6 +187,8 @@ class Emitter:
                 self.items_dropped += 1
                 return
             self._items += 1
+        if self.path_prefix or "path" in values:
+            _root(values, self.path_prefix)
         for key, value in values.items():
             if isinstance(value, str) and len(value) > _SHORTEST_LIMIT:
                 limit = MAX_EVENT_ERROR_CHARS if key == "error" else MAX_EVENT_TEXT_CHARS
@@ -185,6 +196,18 @@ class Emitter:
         event = PlanEvent.made(kind, self.plan_id, self._now(), values)
         for sink in self._sinks:
             sink(event)
+
+
+def _root(values: dict[str, Any], prefix: str) -> None:
+    """``path`` from the root (``step_path.rooted``), left off when it is ``step`` itself."""
+    own = values.get("path") or values.get("step")
+    if own is None:
+        return
+    path = rooted(prefix, own)
+    if path == values.get("step"):
+        values.pop("path", None)
+    else:
+        values["path"] = path
 
 
 SILENT = Emitter("", lambda: 0.0, [])
@@ -287,6 +310,10 @@ class EventLedger:
         elif event.kind == "approval_decided":
             line["phase"] = "running"
             line.pop("args_digest", None)
+        elif event.kind == "paused":
+            line["phase"] = "paused"
+        elif event.kind == "resumed":
+            line["phase"] = "running"
         elif event.kind == "item_finished":
             items = line.setdefault("items", {"items": None, "done": 0, "failed": 0})
             items["items"] = (event.detail or {}).get("of", items["items"])

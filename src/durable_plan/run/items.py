@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from durable_plan.language.control_steps import DEFAULT_CONCURRENCY, MAX_ITEMS, REDUCE
 from durable_plan.language.errors import StepError
+from durable_plan.language.step_path import StepPath, parse
+from durable_plan.run.breakpoints import Skipped
 from durable_plan.run.references import is_reference
 
 REDUCE_STORED_MESSAGE = (
@@ -113,8 +115,8 @@ class ItemRun:
         return calls
 
     def rank(self, call: StepCall) -> int:
-        """Items that ended together are recorded in input order (``"m[2]"`` before
-        ``"m[10]"``), by both runners; see ``PlanRun.rank``."""
+        """Items that ended together are recorded in input order (``"m/do.2"`` before
+        ``"m/do.10"``), by both runners; see ``PlanRun.rank``."""
         return _index(call.step_id)
 
     def withdraw(self, call: StepCall) -> bool:
@@ -133,6 +135,10 @@ class ItemRun:
     def record(self, call: StepCall, ok: bool, value: Any) -> None:
         index = _index(call.step_id)
         self._running.discard(index)
+        if isinstance(value, Skipped):  # a person skipped it at a breakpoint: as a false when
+            self._not_taken += 1
+            self._slots[index] = {"not_taken": value.reason}
+            return
         if ok and self._reduce and is_reference(value):
             # The accumulator is read by the next item's expressions, in workflow code,
             # which cannot see inside a stored result.
@@ -158,6 +164,10 @@ class ItemRun:
             self._not_taken,
             self._accumulator,
         )
+
+    def scope(self, call: StepCall) -> dict[str, Any]:
+        """What the item's bindings read (shown when it pauses at a breakpoint)."""
+        return self._scope(_index(call.step_id))
 
     # -- internals ------------------------------------------------------------
 
@@ -189,7 +199,7 @@ class ItemRun:
             return None
         return replace(
             self._call,
-            step_id=f"{self._cs.id}[{index}]",
+            step_id=str(StepPath.of(self._cs.id).item(index)),  # e1/do.3 (step_path)
             tool=body.tool,
             args=args,
             timeout_s=body.timeout_s,
@@ -202,6 +212,7 @@ class ItemRun:
         self._events.emit(
             "item_finished",
             step=self._cs.id,
+            path=str(StepPath.of(self._cs.id).item(index)),
             tool=self._body.tool,
             item=index,
             status="ok" if error is None else "failed",
@@ -225,7 +236,9 @@ class ItemRun:
 
 
 def _index(item_id: str) -> int:
-    return int(item_id.rsplit("[", 1)[1].rstrip("]"))
+    index = parse(item_id).index
+    assert index is not None, item_id  # made by _prepare
+    return index
 
 
 def _kind(value: Any) -> str:

@@ -43,10 +43,12 @@ from functools import cached_property
 from typing import Any
 
 from durable_plan.check import CheckedPlan
+from durable_plan.check.saved_plans import PLAN_TOOL_PREFIX as SAVED_PLAN_PREFIX
 from durable_plan.language.digest import args_key as args_key
 from durable_plan.language.digest import canonical_json as canonical_json
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import PlanResult
+from durable_plan.language.step_path import SEPARATOR, StepPathError, parse
 
 PRIOR = "prior"
 """The scope root of remembered results: ``prior.<step id>.<field>``."""
@@ -144,6 +146,10 @@ class Recall:
         self.max_bytes = max_bytes
         self.learned: list[Remembered] = []
         """Set by the in-process runner once the plan ends: the steps it ran ok."""
+        self.nested: list[Remembered] = []
+        """Steps of the saved plans this plan called that ended ok, named by their paths
+        in this run (``e4/plan.fetch``): remembered with its own (``run/nested.py``), so a
+        repair does not run them again even when the saved plan failed after them."""
 
     @property
     def prior_ids(self) -> frozenset[str]:
@@ -258,6 +264,10 @@ class StepMemory:
             for read in cs.prior_reads:
                 if read in self._entries:
                     wanted[read] = self._entries[read]
+        for entry in self._entries.values():  # inside the saved plans its steps call
+            top = saved_plan_caller(entry.step, checked)
+            if top is not None and entry.reusable:
+                wanted[entry.step] = entry
         return Recall(wanted.values(), plan=plan, reusable=reusable, max_bytes=self.max_bytes)
 
     def remember(self, learned: Iterable[Remembered], result: PlanResult) -> None:
@@ -338,3 +348,26 @@ def repair_hint(memory: StepMemory, result: PlanResult) -> str | None:
 
 def _is_reusable(entry: Remembered | None) -> bool:
     return entry is not None and entry.reusable
+
+
+def saved_plan_caller(path: str, checked: CheckedPlan) -> str | None:
+    """The step of ``checked`` whose saved-plan call ran the remembered step at ``path``
+    (``e4/plan.fetch``, ``e1/do.3/plan.fetch``), or None: a step of the plan itself, or a
+    step that calls no saved plan now (its tool or its body's is not a ``plan__*``)."""
+    if SEPARATOR not in path:
+        return None
+    try:
+        steps = parse(path)
+    except StepPathError:
+        return None
+    cs = checked.steps.get(steps.step)
+    if cs is None or steps.depth == 0:
+        return None
+    tools = (cs.step.tool, cs.body.tool if cs.body is not None else "")
+    return steps.step if any(t.startswith(SAVED_PLAN_PREFIX) for t in tools) else None
+
+
+def in_plan_order(entries: Iterable[Remembered], rank: Mapping[str, int]) -> list[Remembered]:
+    """``entries`` in the order of the plan steps they belong to (a saved plan's steps by
+    the step that called it, after the step itself): the memory's order for both runners."""
+    return sorted(entries, key=lambda e: rank.get(parse(e.step).step, len(rank)))

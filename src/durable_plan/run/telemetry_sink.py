@@ -22,6 +22,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
 
+from durable_plan.language.step_path import StepPathError, parse
 from durable_plan.run.events import PlanEvent
 
 INSTRUMENTATION = "durable_plan"
@@ -174,6 +175,7 @@ class TelemetrySink:
             attributes={
                 "durable_plan.plan.id": event.plan,
                 "durable_plan.step.id": step,
+                "durable_plan.step.path": event.path or step,
                 "durable_plan.tool": event.tool or "",
                 "durable_plan.level": event.level or 0,
             },
@@ -212,7 +214,11 @@ class TelemetrySink:
     def _on_item_finished(self, event: PlanEvent) -> None:
         span = self._steps.get(event.step or "")
         if span is not None:
-            attributes: dict[str, Any] = {"index": event.item or 0, "status": event.status or ""}
+            attributes: dict[str, Any] = {
+                "index": event.item or 0,
+                "status": event.status or "",
+                "durable_plan.step.path": event.path or "",
+            }
             if event.error:
                 attributes["error"] = event.error
             span.add_event("item_finished", attributes, timestamp=self._time(event))
@@ -224,11 +230,10 @@ class TelemetrySink:
         self._step_mark(event, "approval_decided")
 
     def _step_mark(self, event: PlanEvent, name: str) -> None:
-        span = self._steps.get((event.step or "").split("[", 1)[0])
+        span = self._steps.get(_top(event.step or ""))
         if span is not None:
-            span.add_event(
-                name, {"call": event.step or "", "status": event.status or ""}, self._time(event)
-            )
+            call = event.path or event.step or ""
+            span.add_event(name, {"call": call, "status": event.status or ""}, self._time(event))
 
     # -- agent steps --------------------------------------------------------------------
 
@@ -242,6 +247,7 @@ class TelemetrySink:
             attributes={
                 "durable_plan.plan.id": event.plan,
                 "durable_plan.step.id": step,
+                "durable_plan.step.path": event.path or step,
                 "durable_plan.round": event.round or 0,
             },
         )
@@ -267,6 +273,7 @@ class TelemetrySink:
             attributes={
                 "durable_plan.plan.id": event.plan,
                 "durable_plan.step.id": step,
+                "durable_plan.step.path": event.path or step,
                 "durable_plan.tool": event.tool or "",
                 "durable_plan.round": event.round or 0,
                 "durable_plan.status": event.status or "",
@@ -280,8 +287,16 @@ class TelemetrySink:
     def _context_of(self, step: str) -> Any:
         """Under the step's span in-process; durably the agent step's child workflow has
         no step span of its own and its context is the one the plan gave the child."""
-        span = self._steps.get(step.split("[", 1)[0])  # an item's agent step: its map's
+        span = self._steps.get(_top(step))  # an item's agent step: its map's
         return trace.set_span_in_context(span) if span is not None else None
+
+
+def _top(call: str) -> str:
+    """The top-level step of a call's path (an item's, an agent's call's): its span's key."""
+    try:
+        return parse(call).step
+    except StepPathError:
+        return call
 
 
 def _set_usage(span: Span, usage: dict[str, int] | None) -> None:

@@ -18,10 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.exceptions import ApplicationError
 
 from durable_plan.run.references import returned_preview
-from durable_plan.run.reuse import Remembered
+from durable_plan.run.reuse import Remembered, StepMemory
 
 __all__ = [
     "MAX_CARRIED_INTERRUPT_BYTES",
@@ -202,4 +204,29 @@ def _starts_a_turn(message: Mapping[str, Any]) -> bool:
     content = message.get("content") or []
     return message.get("role") == "user" and not any(
         isinstance(block, Mapping) and "toolResult" in block for block in content
+    )
+
+
+def carried_state(
+    interrupt: Any, plans_run: int, memory: StepMemory, plan_stream: WorkflowStream | None
+) -> PlanToolState:
+    """``WorkflowPlanPlugin.carry_over``: the agent's pending interrupt bounded
+    (``carried_interrupt``), the plan count, the memory and the stream's state. In a
+    workflow, an interrupt that cannot be cut enough ends it with a non-retryable error: a
+    continue-as-new the server refuses would fail the workflow task on every retry."""
+    pending = interrupt if interrupt is not None and interrupt.activated else None
+    carried: dict[str, Any] | None = None
+    if pending is not None:
+        try:
+            carried = carried_interrupt(pending.to_dict())
+        except ValueError as exc:
+            if not workflow.in_workflow():
+                raise
+            raise ApplicationError(str(exc), non_retryable=True) from None
+    return PlanToolState(
+        plans_run,
+        memory.entries(),
+        memory.forgotten,
+        stream=stream_state(plan_stream) if plan_stream is not None else None,
+        interrupt=carried,
     )

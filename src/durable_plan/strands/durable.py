@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 from durable_plan.check import CheckedPlan, ToolCatalog
-from durable_plan.language.options import ToolOptions
 from durable_plan.language.plan import PlanResult
 from durable_plan.run.hooks import ToolHooks
 from durable_plan.run.reuse import REMEMBERED_KEY, Recall, Remembered
 from durable_plan.strands.plan_tool import PlanFailed
+from durable_plan.strands.settings import PlanToolSettings
 from durable_plan.temporal.wire.ids import child_workflow_id
 from durable_plan.temporal.wire.messages import (
     PLAN_WORKFLOW_NAME,
@@ -43,25 +43,9 @@ from durable_plan.temporal.workflows.hook_relay import RelayDesk, hook_inbox
 from durable_plan.temporal.workflows.plan_request import checked_input
 from durable_plan.temporal.workflows.plan_status import start_attributes, workers_see_plan_status
 from durable_plan.temporal.workflows.recovery import Salvage, recover
+from durable_plan.temporal.workflows.sandbox_chain import conversation_chain
 from durable_plan.temporal.workflows.ui_summary import plan_metadata
 from durable_plan.tools.registry import ToolRegistry
-
-
-class PlanToolSettings(Protocol):
-    """What a plan's child needs of the plan tool (``WorkflowPlanPlugin`` has it): named
-    here, not imported, so this module does not import the plugin that imports it."""
-
-    max_steps: int
-    max_result_bytes: int | None
-    plan_options: dict[str, Any]
-    hooked_tools: list[str] | None
-    hook_relay_bytes: int
-    agent_models: list[str]
-    task_queue: str | None
-    plan_stream: Any
-
-    def tool_options(self, registry: ToolRegistry) -> dict[str, ToolOptions]: ...
-
 
 CONVERSATION_MAX_HISTORY_BYTES = DEFAULT_MAX_HISTORY_BYTES
 """A conversation past this starts no more plans (Temporal terminates it at 50 MiB)."""
@@ -138,6 +122,7 @@ async def run_child(
         relay=relay,
         storage=replace(given.storage, payloads_stored=workers_store_payloads()),
         visibility=visibility,
+        chain=conversation_chain(agent, tools),  # sandbox tools: this conversation's environment
     )
     memory = recall.to_wire() if recall is not None else None
     request = checked_input(checked, tools, settings, inputs=inputs, memory=memory)

@@ -12,7 +12,7 @@ from typing import Any
 
 from durable_plan.language.plan import DEFAULT_MAX_STEPS
 from durable_plan.run.reuse import DEFAULT_MAX_BYTES
-from durable_plan.temporal.wire.plan_settings import PLAN_OPTIONS
+from durable_plan.temporal.wire.plan_settings import PLAN_OPTIONS, Debugging
 from durable_plan.temporal.workflows.ui_summary import check_ui_metadata
 
 
@@ -29,6 +29,8 @@ def durable_plan_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
         )
     if "ui_metadata" in given:
         check_ui_metadata(given["ui_metadata"])
+    if "breakpoints" in given:  # each pattern checked now, before any plan starts
+        Debugging(breakpoints=given["breakpoints"])
     return given
 
 

@@ -14,8 +14,6 @@ workflow until a person approves or rejects it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -25,36 +23,22 @@ from strands import Agent
 from strands.hooks import AfterToolsEvent, BeforeInvocationEvent
 from strands.interrupt import _InterruptState
 from strands.plugins import Plugin
-from strands.types.tools import ToolResult, ToolResultContent, ToolUse
+from strands.types.tools import ToolResult, ToolUse
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
-from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
-from durable_plan.check.shapes.docstrings import docstring_shape
-from durable_plan.check.shapes.text import describe_shape, describe_signature
-from durable_plan.language.errors import PlanRejected, describe_exception
+from durable_plan.check import ToolCatalog
 from durable_plan.language.options import ToolOptions
 from durable_plan.language.patterns import matches_patterns
 from durable_plan.language.plan import PlanResult
 from durable_plan.language.schema import PLAN_TOOL_NAME
-from durable_plan.local.agents import agent_steps
-from durable_plan.local.hooked import hooked_invoker
-from durable_plan.local.runner import run_checked
-from durable_plan.run.calls import Invoker
-from durable_plan.run.hooks import ToolHooks
-from durable_plan.run.references import fit_returned
 from durable_plan.run.reuse import (
     Remembered,
     StepMemory,
-    repair_hint,
-    reusable_tools,
 )
-from durable_plan.run.summary import failure_text, result_for_model
 from durable_plan.strands.carried import (
     PlanToolState,
-    carried_interrupt,
+    carried_state,
     continue_stream,
-    stream_state,
 )
 from durable_plan.strands.options import (
     DEFAULT_BOUNDS,
@@ -70,14 +54,17 @@ from durable_plan.strands.options import (
     Telemetry,
     durable_plan_options,
 )
-from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result, unwrap_peer_input
+from durable_plan.strands.plan_tool import PlanFailed, PlanTool, error_result
+from durable_plan.strands.result_fit import fitted
+from durable_plan.strands.submission import submit_plan
+from durable_plan.strands.tool_description import (
+    described_plannable,
+    described_tools,
+)
 from durable_plan.tools.approval import ApprovalPolicy, gated_patterns
 from durable_plan.tools.mcp import (
     is_mcp_agent_tool,
-    known_tools,
-    listed_tools,
     mcp_servers,
-    with_mcp_tools,
 )
 from durable_plan.tools.registry import ToolRegistry
 
@@ -87,11 +74,6 @@ MAX_RESULTS_KEPT = 64
 INTERRUPTED_REFUSAL = (
     "cannot run a plan while the agent is waiting for a person's answer to an interrupt: "
     "answer the interrupt first"
-)
-
-_WORKFLOW_INTERNALS: tuple[type[BaseException], ...] = (
-    workflow.NondeterminismError,
-    workflow.ReadOnlyContextError,
 )
 
 
@@ -239,22 +221,11 @@ class WorkflowPlanPlugin(Plugin):
         argument stays under the 2 MB a payload may have. One that cannot be cut enough ends
         the workflow with a non-retryable error saying why: a continue-as-new the server
         refuses would fail the workflow task on every retry."""
-        interrupt = getattr(self._agent, "_interrupt_state", None)
-        pending = interrupt if interrupt is not None and interrupt.activated else None
-        carried: dict[str, Any] | None = None
-        if pending is not None:
-            try:
-                carried = carried_interrupt(pending.to_dict())
-            except ValueError as exc:
-                if not workflow.in_workflow():
-                    raise
-                raise ApplicationError(str(exc), non_retryable=True) from None
-        return PlanToolState(
+        return carried_state(
+            getattr(self._agent, "_interrupt_state", None),
             self.plans_run,
-            self.memory.entries(),
-            self.memory.forgotten,
-            stream=stream_state(self.plan_stream) if self.plan_stream is not None else None,
-            interrupt=carried,
+            self.memory,
+            self.plan_stream,
         )
 
     def resume(self, state: PlanToolState | None) -> None:
@@ -361,147 +332,10 @@ class WorkflowPlanPlugin(Plugin):
             return self._fitted(await self._submit(tool_use, agent), agent)
 
     def _fitted(self, result: ToolResult, agent: Any) -> ToolResult:
-        """Durably, what the conversation has room for (``temporal.conversation_room``): its
-        next model call carries this result, and must still be sent. Past the room, the
-        returned results that do not fit are previews, and a final plan ends no turn (the
-        model answers from what it has); a final answer, which repeats the results in the
-        conversation, is given only when both fit."""
-        if agent is None or not workflow.in_workflow():
-            return result
-        with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
-            from durable_plan.temporal.workflows.conversation_room import (
-                fit_tool_result,
-                json_bytes,
-                result_room,
-                result_share,
-            )
-
-        use_id = result["toolUseId"]
-        answer = self._final_answers.get(use_id)
-        alongside = 0
-        if answer is not None:
-            alongside = json_bytes(answer)
-            share = result_share(result_room(agent, use_id))
-            if json_bytes(result) + alongside > share:
-                del self._final_answers[use_id]
-                alongside = 0
-        fitted = fit_tool_result(agent, result, shrink=self._previews, alongside=alongside)
-        if fitted is not result:
-            self._final_answers.pop(use_id, None)
-        return fitted
-
-    def _previews(self, result: ToolResult, room: int) -> ToolResult:
-        """The plan's report with its returned results within ``room``: whole in ``returns``
-        order while they fit, each of the rest a preview saying how the model can still
-        reach it."""
-        with workflow.unsafe.imports_passed_through():
-            from durable_plan.temporal.workflows.conversation_room import json_bytes
-
-        remembered = set(self.memory.ids) if self.memory.enabled else set()
-
-        def omitted(step: str) -> str:
-            reach = (
-                f"a later plan of this request reads it whole as prior.{step}"
-                if step in remembered
-                else "to use part of it, run a step that returns only that part"
-            )
-            return f"too large for this conversation; the step ran ok: {reach}"
-
-        blocks = result["content"]
-        at = next((i for i, b in enumerate(blocks) if _report_of(b) is not None), None)
-        if at is None:
-            return result
-        report = _report_of(blocks[at])
-        assert report is not None
-
-        def with_returned(returned: dict[str, Any]) -> ToolResult:
-            block: ToolResultContent = {"json": {**report, "returned": returned}}
-            return {**result, "content": [*blocks[:at], block, *blocks[at + 1 :]]}
-
-        left = room - json_bytes(with_returned({}))
-        returned, _ = fit_returned(report["returned"], left, json_bytes, omitted)
-        return with_returned(returned)
+        return fitted(self, result, agent)
 
     async def _submit(self, tool_use: ToolUse, agent: Any) -> ToolResult:
-        tool_use_id = tool_use["toolUseId"]
-        durable = workflow.in_workflow()
-        learned: list[Remembered] = []
-        try:
-            registry = self._registry_for(agent, durable)
-            if self._mcp_servers:
-                mcp = await listed_tools(self._mcp_servers, durable=durable)
-                registry = with_mcp_tools(registry, mcp)
-            catalog = self.catalog(registry, durable=durable)
-            memory = self.memory
-            prior = memory.ids if memory.enabled else None
-            raw = unwrap_peer_input(tool_use["input"])
-            checked, catalog = _check(raw, catalog, self.max_steps, durable, prior)
-            recall = None
-            if memory.enabled:
-                reusable = reusable_tools(self.tool_options(registry))
-                recall = memory.recall(checked, plan=self.plans_run + 1, reusable=reusable)
-            hooks = ToolHooks(agent) if agent is not None else None
-            if durable:
-                with workflow.unsafe.imports_passed_through():  # in the workflow sandbox
-                    from durable_plan.strands.durable import run_child
-
-                result, learned = await run_child(
-                    self, checked, registry, catalog, tool_use_id, hooks, agent, recall
-                )
-            else:
-                invoker = _invoker_for(registry, agent)
-                if hooks is not None and hooks.active:
-                    invoker = hooked_invoker(invoker, hooks, tool_use_id, self.hooked_tools)
-                invoker = agent_steps(
-                    invoker,
-                    registry,
-                    catalog.plannable,
-                    models=self.models,
-                    default_model=getattr(agent, "model", None),
-                )
-                result = await run_checked(
-                    checked, invoker, tool_timeouts=registry.timeouts(), recall=recall
-                )
-                learned = recall.learned if recall is not None else []
-        except PlanRejected as exc:
-            if durable:  # a row in the conversation's history says why (``plan_status``)
-                with workflow.unsafe.imports_passed_through():
-                    from durable_plan.temporal.workflows.plan_status import note_rejection
-
-                note_rejection(tool_use_id, [str(p) for p in exc.problems])
-            return error_result(tool_use_id, str(exc))
-        except PlanFailed as exc:
-            if exc.salvage is None:
-                return error_result(tool_use_id, f"The plan failed as a whole: {exc}")
-            # The plan did part of its work: the model learns what, and a repair reuses it.
-            result, learned = exc.salvage.result(), exc.salvage.remembered
-            self._took(result, learned)
-            text = f"The plan failed as a whole: {exc}\n" + failure_text(
-                result, repair_hint(self.memory, result)
-            )
-            return error_result(tool_use_id, text)
-        except Exception as exc:
-            if isinstance(exc, _WORKFLOW_INTERNALS):
-                raise  # Temporal's own control flow (nondeterminism, eviction) must escape
-            # Whatever went wrong, the model hears it and the conversation goes on.
-            text = f"The plan failed as a whole: {describe_exception(exc)}"
-            return error_result(tool_use_id, text)
-        self._took(result, learned)
-        if not result.ok:
-            report = result_for_model(result)
-            text = failure_text(result, repair_hint(self.memory, result))
-            return {
-                "toolUseId": tool_use_id,
-                "status": "error",
-                "content": [{"text": text}, {"json": report}],
-            }
-        if result.final and self.honor_final:
-            self._final_answers[tool_use_id] = json.dumps(result.returned)
-        return {
-            "toolUseId": tool_use_id,
-            "status": "success",
-            "content": [{"json": result_for_model(result)}],
-        }
+        return await submit_plan(self, tool_use, agent)
 
     def _took(self, result: PlanResult, learned: list[Remembered]) -> None:
         """A plan ended (as a whole or not): count it and remember what it ran ok."""
@@ -555,126 +389,9 @@ class WorkflowPlanPlugin(Plugin):
 
     def described_plannable(self) -> list[str] | None:
         """The plannable names the plan tool's description lists (None: not listed)."""
-        if self.plannable == []:
-            return []
-        durable = workflow.in_workflow()
-        registry = self.registry
-        if registry is None and self._mcp_servers and not durable and self._agent is not None:
-            registry = self._registry_for(self._agent, durable)
-        if registry is None:
-            return None
-        if self._mcp_servers:
-            try:
-                registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
-            except ValueError:
-                # Two tools share a name: Strands reads the tool spec on every model call,
-                # so the spec goes without the list; a submitted plan gets the error.
-                return None
-        return self.catalog(registry, durable=durable).plannable
+        return described_plannable(self)
 
     def described_tools(self) -> tuple[dict[str, str], dict[str, str]]:
-        """What the plan tool's description states of each plannable tool: its return shape
-        (tool name -> shape) and, for a tool the model is not sent a spec of, its signature
-        (tool name -> one line; ``signatures``). A shape stated is one the model reads
-        nowhere else (from an annotation, an ``output_schema=`` option or an MCP server's
-        ``outputSchema``): a docstring's ``Returns:`` line is in the tool's own description
-        already, and the spec's size is paid on every model call. A signature carries its
-        tool's shape, whatever declared it.
-
-        Never raises: Strands reads the spec before every model call, and a spec without
-        them is still a spec (a submitted plan meets the same error, as a message)."""
-        try:
-            return self._described_tools()
-        except Exception as exc:
-            if isinstance(exc, _WORKFLOW_INTERNALS):
-                raise
-            return {}, {}
-
-    def _described_tools(self) -> tuple[dict[str, str], dict[str, str]]:
-        if self.plannable == []:
-            return {}, {}
-        durable = workflow.in_workflow()
-        registry = self.registry
-        if registry is None and self._agent is not None and not durable:
-            registry = self._registry_for(self._agent, durable)
-        if registry is None:
-            return {}, {}
-        if self._mcp_servers:
-            # Two tools sharing a name: the registry's own tools are still described.
-            with contextlib.suppress(ValueError):
-                registry = with_mcp_tools(registry, known_tools(self._mcp_servers, durable=durable))
-        plannable = set(self.catalog(registry, durable=durable).plannable)
-        shapes: dict[str, str] = {}
-        signatures: dict[str, str] = {}
-        for tool in registry:
-            if tool.name not in plannable:
-                continue
-            shape = tool.options.output_schema
-            try:  # one tool's odd schema costs its own line, not every tool's
-                if self._needs_signature(tool.name):
-                    signatures[tool.name] = describe_signature(
-                        tool.name, tool.input_schema, tool.description, shape
-                    )
-                elif shape is not None and docstring_shape(tool.description) != shape:
-                    shapes[tool.name] = describe_shape(shape)
-            except Exception as exc:
-                if isinstance(exc, _WORKFLOW_INTERNALS):
-                    raise
-                if self._needs_signature(tool.name):
-                    signatures[tool.name] = f"{tool.name}(...)"
-        return shapes, signatures
-
-    def _needs_signature(self, name: str) -> bool:
-        """Whether the model needs ``name``'s signature in the plan tool's description: with
-        ``signatures=None``, when the agent does not send the tool's own spec (an MCP tool,
-        ``<server>__<tool>``, is sent by its server's client)."""
-        if self.signatures is not None:
-            return self.signatures
-        if self._agent is None:
-            return True
-        carried = getattr(getattr(self._agent, "tool_registry", None), "registry", {})
-        server, sep, _ = name.partition("__")
-        return name not in carried and not (sep and server in self._mcp_servers)
-
-
-def _report_of(block: Any) -> dict[str, Any] | None:
-    """The plan's report (``result_for_model``) in a content block of its tool result."""
-    report = block.get("json") if isinstance(block, dict) else None
-    if isinstance(report, dict) and isinstance(report.get("returned"), dict):
-        return report
-    return None
-
-
-def _invoker_for(registry: ToolRegistry, agent: Any) -> Invoker:
-    """The registry's tools, called with the agent in their invocation state (as Strands does)."""
-    state = {"agent": agent} if agent is not None else {}
-
-    async def invoke(name: str, args: dict[str, Any]) -> Any:
-        return await registry.invoke(name, args, state)
-
-    return invoke
-
-
-def _check(
-    raw: Any, catalog: ToolCatalog, max_steps: int, durable: bool, prior: list[str] | None
-) -> tuple[CheckedPlan, ToolCatalog]:
-    """The checked plan, and the catalogue it was checked with (durably, as recorded)."""
-    if not durable:
-        return check_plan(raw, catalog=catalog, max_steps=max_steps, prior=prior), catalog
-    with workflow.unsafe.imports_passed_through():  # deterministic code, loaded once
-        from durable_plan.temporal.workflows.versions import check_as_recorded
-
-    used: list[ToolCatalog] = []
-
-    def check(with_catalog: ToolCatalog) -> CheckedPlan:
-        used.append(with_catalog)
-        # jsonata imports lazily; inside the workflow sandbox they are passed through.
-        with workflow.unsafe.imports_passed_through():
-            return check_plan(
-                raw, catalog=with_catalog, max_steps=max_steps, durable=True, prior=prior
-            )
-
-    # Shapes come from the tools' code, not from history: a plan the conversation ran before
-    # a tool declared its shape gets the verdict it had on replay.
-    checked = check_as_recorded(check, catalog, shapes_recorded=False)
-    return checked, used[-1]
+        """Each plannable tool's return shape and signature, as the description states them
+        (``tool_description.described_tools``); never raises."""
+        return described_tools(self)

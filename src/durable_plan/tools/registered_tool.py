@@ -28,6 +28,7 @@ from strands.types.tools import AgentTool
 from durable_plan.check.shapes.declared import declared_shape, result_projection, return_shape
 from durable_plan.language.errors import StepFailure
 from durable_plan.language.options import ToolKind, ToolOptions
+from durable_plan.tools.sandbox_tools import OnSandbox, invoke_sandbox_tool
 
 
 class ToolArgumentError(ValueError):
@@ -66,6 +67,11 @@ class Tool:
         ``invocation_state`` reaches Strands tools that take a ``ToolContext`` (which
         needs the ``agent``), as when the agent calls them directly.
         """
+        if self.kind == "plan":  # a nested plan, run by the plan runners
+            raise StepFailure(
+                f"'{self.name}' is a saved plan: a plan step (or an agent step inside a plan) "
+                "calls it, not a direct call"
+            )
         if self.target is None:  # declared: its code is on its queue's workers
             raise StepFailure(
                 f"tool '{self.name}' runs only on the workers of task queue "
@@ -76,6 +82,9 @@ class Tool:
         if self.kind == "agent_tool":
             state = dict(invocation_state or {})
             return await _stream_agent_tool(self.target, self.name, dict(args), state)
+        if self.kind == "sandbox":  # its agent's sandbox: the conversation's (sandbox_tools)
+            state = dict(invocation_state or {})
+            return await invoke_sandbox_tool(self.target, self.name, dict(args), state)
         func, validated = self._prepare(args)
         if inspect.iscoroutinefunction(func):
             result = await func(**validated)
@@ -103,6 +112,8 @@ class Tool:
 
 
 def _to_tool(obj: Any, name: str | None) -> Tool:
+    if isinstance(obj, OnSandbox):
+        return _sandbox_tool(obj, name)
     defn = getattr(obj, "__temporal_activity_definition", None)
     if defn is not None:
         func = obj
@@ -160,6 +171,28 @@ def _to_tool(obj: Any, name: str | None) -> Tool:
         kind="function",
         target=decorated,
         options=ToolOptions(kind="function", output_schema=return_shape(decorated._tool_func)),
+    )
+
+
+def _sandbox_tool(bound: OnSandbox, name: str | None) -> Tool:
+    """A tool on a sandbox's API (``sandbox_tools.on_sandbox``): kind ``sandbox``, its factory's
+    name among the owner's options."""
+    spec = bound.tool.tool_spec
+    description = spec.get("description", "")
+    func = getattr(bound.tool, "_tool_func", None)
+    return Tool(
+        name=name or bound.tool.tool_name,
+        description=description,
+        input_schema=dict(spec["inputSchema"].get("json", {})),
+        kind="sandbox",
+        target=bound.tool,
+        options=ToolOptions(
+            kind="sandbox",
+            sandbox=bound.sandbox,
+            output_schema=return_shape(
+                func if callable(func) else None, description, annotation="text"
+            ),
+        ),
     )
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from strands.interrupt import InterruptException
 
 from durable_plan.check import ToolCatalog, ToolSpec
+from durable_plan.check.plan_file.records import PlanFileError
 from durable_plan.check.shapes.declared import declared_shape
 from durable_plan.language import routing
 from durable_plan.language.agent_step import RESERVED_TOOL_NAMES
@@ -35,6 +37,7 @@ from durable_plan.tools.registered_tool import (
     _to_tool,
     unwrap_tool_result,
 )
+from durable_plan.tools.saved_plans import SavedPlanSource, plan_files, saved_plan_tool
 
 __all__ = [
     "APPROVAL_REFUSAL",
@@ -234,6 +237,58 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         return tool
 
+    def add_plan(
+        self,
+        path_or_plan: SavedPlanSource,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Tool:
+        """Register a saved plan as the tool ``plan__<name>`` (``tools/saved_plans.py``): a
+        plan file's path, a ``Plan`` or a plan file's content, with declared ``inputs`` and
+        ``returns``; ``name`` defaults to the file's stem. It is checked now, against the
+        tools registered so far (register the plans it calls first): a broken saved plan
+        raises ``PlanFileError`` with every problem and is not registered.
+        ``timeout_s``: the most one call of it may take as a whole."""
+        # Checked as it will run: inside a caller (depth 1), its agent steps on the
+        # caller's default model (a model it names is checked when a plan calls it).
+        catalog = replace(
+            self.catalog(durable=True), plan_depth=1, default_model="the caller's model"
+        )
+        tool = saved_plan_tool(
+            path_or_plan,
+            catalog,
+            name=name,
+            description=description,
+            timeout_s=timeout_s,
+        )
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def add_plans(self, directory: str | Path) -> list[Tool]:
+        """Register every plan file of ``directory`` (``*.yaml``, ``*.yml``, ``*.json``) as
+        a saved plan named by its file's stem, each after the plans it calls whatever their
+        names' order; all or nothing: a file that cannot register raises with its problems
+        and none of the directory's plans is registered."""
+        pending = plan_files(directory)
+        added: list[Tool] = []
+        while pending:
+            failed: list[tuple[Path, Exception]] = []
+            for path in pending:
+                try:
+                    added.append(self.add_plan(path))
+                except (ValueError, PlanFileError) as exc:
+                    failed.append((path, exc))
+            if len(failed) == len(pending):  # no progress: these cannot register
+                for tool in added:
+                    del self._tools[tool.name]
+                raise failed[0][1]
+            pending = [path for path, _ in failed]
+        return added
+
     def with_tools(self, tools: Iterable[Tool]) -> ToolRegistry:
         """A copy with ready-made ``Tool``s added as they are (MCP tools, listed per plan);
         a name already taken is an error naming both, never a silent replacement."""
@@ -282,7 +337,7 @@ class ToolRegistry:
             refused = None
             if not matches_patterns(tool.name, plannable):
                 refused = "it is excluded from plans by the plannable setting"
-            elif tool.target is None and not durable:
+            elif tool.target is None and tool.kind != "plan" and not durable:
                 refused = (
                     f"its code runs only on the workers of task queue "
                     f"{tool.options.task_queue!r} (declared here); run the plan durably"

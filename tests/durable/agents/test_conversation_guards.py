@@ -346,7 +346,9 @@ async def test_a_long_conversation_id_still_reaches_the_owners_hooks(
     answer = json.loads(out.answer)
     assert answer["direct"] == {"name": "a", "marked": True}
     assert answer["inner"]["output"] == {"marked": True}
-    assert answer["inner"]["tools_called"] == [{"tool": "look", "round": 1}]
+    assert answer["inner"]["tools_called"] == [
+        {"tool": "look", "round": 1, "path": "inner/agent.1/look"}
+    ]
 
 
 # -- 4: a plan that ends as a whole still tells what it did --------------------------------------

@@ -287,7 +287,7 @@ async def test_combat_round_results_stay_in_the_plan(agent_client: Client, task_
         for e in child_history.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    assert {"chars[0]", "chars[2]", "rolls[1]", "hits[2]"} <= set(items)
+    assert {"chars/do.0", "chars/do.2", "rolls/do.1", "hits/do.2"} <= set(items)
     assert sorted(child_result["returned"]) == ["narrate", "tally"]
     conversation = json.loads(model_inputs(history)[1])["messages"]
     [plan_result] = [

@@ -135,15 +135,15 @@ async def wait_for_loop_kill_point(child: Any, log: Path, where: str) -> None:
         if (
             where == "tool"
             and quiet
-            and in_flight(entries) == {"2/crash_work/2"}
-            and pending[0].activity_id == "2/crash_work/2"
+            and in_flight(entries) == {"loop/agent.2/crash_work"}
+            and pending[0].activity_id == "loop/agent.2/crash_work"
             and in_flight(read_log(log))
         ):
             return
         if (
             where == "model"
             and quiet
-            and done == {"1/crash_work/1"}
+            and done == {"loop/agent.1/crash_work"}
             and not in_flight(entries)
             and pending[0].activity_type.name in MODEL_ACTIVITY_NAMES
             and pending[0].attempt == 1
@@ -187,7 +187,7 @@ async def test_kill_worker_mid_agent_loop(
     assert loop["iterations"] == 3
     assert model_calls(child_history) == 3, "no model round ran twice"
     entries = read_log(log)
-    for call_id in ("1/crash_work/1", "2/crash_work/2"):
+    for call_id in ("loop/agent.1/crash_work", "loop/agent.2/crash_work"):
         dones = [e for e in entries if e["step"] == call_id and e["event"] == "done"]
         assert len(dones) == 1, f"{call_id} ran {len(dones)} times: {entries}"
     starts = [e for e in entries if e["event"] == "start"]
@@ -213,12 +213,12 @@ async def test_kill_worker_mid_map_reruns_no_finished_item(
             retry_initial_interval_s=0.2,
         )
         _, result = await kill_and_replace(
-            spawn, first, handle, log, wait_for_kill_point(handle, log, "m[3]")
+            spawn, first, handle, log, wait_for_kill_point(handle, log, "m/do.3")
         )
     assert [r["value"] for r in result.returned["m"]["results"]] == [10, 11, 12, 13, 14, 15]
     entries = read_log(log)
     for index in range(6):
-        item = f"m[{index}]"
+        item = f"m/do.{index}"
         starts = [e for e in entries if e["step"] == item and e["event"] == "start"]
         dones = [e for e in entries if e["step"] == item and e["event"] == "done"]
         assert len(dones) == 1, f"{item} ran {len(dones)} times: {entries}"

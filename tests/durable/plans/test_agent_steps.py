@@ -166,8 +166,8 @@ async def test_an_agent_step_calls_tools_and_answers_with_conforming_output() ->
         "output": {"flees": True, "reason": "3 hp and no allies"},
         "iterations": 3,
         "tools_called": [
-            {"tool": "look_up_monster", "round": 1},
-            {"tool": "count_allies", "round": 2},
+            {"tool": "look_up_monster", "round": 1, "path": "morale/agent.1/look_up_monster"},
+            {"tool": "count_allies", "round": 2, "path": "morale/agent.2/count_allies"},
         ],
         "final": True,
         "usage": morale["usage"],
@@ -318,7 +318,7 @@ async def test_a_durable_agent_step_runs_in_its_own_child_workflow(
         and e.activity_task_scheduled_event_attributes.activity_type.name != "invoke_model"
         and e.HasField("user_metadata")
     ]
-    assert any("morale/1/look_up_monster" in s for s in summaries), summaries
+    assert any("morale/agent.1/look_up_monster" in s for s in summaries), summaries
     model_rows = [
         json.loads(e.user_metadata.summary.data)
         for e in child_history.events

@@ -187,7 +187,7 @@ async def decide(client: Client, conversation: str, path: str, approved: bool) -
     map item by its id, the desk refusing a decision until the call awaits one)."""
     plan = f"{conversation}/plan/tooluse_0_0"
     where = {"direct call": conversation, "agent step": f"{plan}/agent/a"}.get(path, plan)
-    known = {"plan step": "s", "map item": "m[0]"}.get(path)
+    known = {"plan step": "s", "map item": "m/do.0"}.get(path)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         assert runs("charge") == [], "nothing runs before a person decides"

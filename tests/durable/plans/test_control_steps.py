@@ -363,7 +363,7 @@ async def test_a_durable_map_runs_each_item_as_an_activity(
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    assert ids[1:4] == ["squares[0]", "squares[1]", "squares[2]"]
+    assert ids[1:4] == ["squares/do.0", "squares/do.1", "squares/do.2"]
     await Replayer(workflows=[PlanWorkflow, AgentStepWorkflow]).replay_workflow(history)
 
 

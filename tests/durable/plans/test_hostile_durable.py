@@ -377,7 +377,7 @@ async def test_a_wide_map_of_large_arguments_is_paced_too(
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             per_task.append(0)
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
-            event.activity_task_scheduled_event_attributes.activity_id.startswith("big[")
+            event.activity_task_scheduled_event_attributes.activity_id.startswith("big/do.")
         ):
             per_task[-1] += 1
     assert sum(per_task) == 16 and max(per_task) <= 5, per_task

@@ -409,7 +409,7 @@ async def test_a_durable_agent_step_and_map_body_call_mcp_tools(
     assert returned["pick"]["tools_called"][0]["tool"] == "github__get_issue"
     assert [r["comments"] for r in returned["each"]["results"]] == [21, 27]
     agent_step = mcp_client.get_workflow_handle(f"{workflow_id}/plan/tooluse_0_0/agent/pick")
-    assert ("github-call-tool", "1/github__get_issue/1") in scheduled(
+    assert ("github-call-tool", "pick/agent.1/github__get_issue") in scheduled(
         await agent_step.fetch_history()
     )
 

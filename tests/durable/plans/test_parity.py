@@ -110,7 +110,28 @@ def _registry() -> ToolRegistry:
     registry.add(numbers, retries=0)
     registry.add(square, retries=0)
     registry.add(price, retries=0)
+    # A saved plan with a map of its own: called per item, it nests control steps.
+    registry.add_plan(SQUARES_OF, name="squares_of")
     return registry
+
+
+SQUARES_OF = {
+    "inputs": {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "bad": {"type": "integer", "default": -1}},
+        "required": ["n"],
+    },
+    "steps": [
+        {"id": "nums", "tool": "numbers", "bind": {"n": "inputs.n"}},
+        {
+            "id": "sq",
+            "tool": "map",
+            "bind": {"over": "steps.nums.values"},
+            "args": {"do": {"tool": "square", "bind": {"x": "item", "fail_on": "[inputs.bad]"}}},
+        },
+    ],
+    "returns": ["sq"],
+}
 
 
 REGISTRY = _registry()
@@ -120,6 +141,7 @@ SCRIPTS = {
     "Count to 3": [call("numbers", n=3), output({"count": 3})],
     "Make it up": [output({"count": "three"}), output({"count": "three"})],
     "Price the basket": [call("price", sku="tea"), output({"total": 300, "currency": "EUR"})],
+    "Square through a plan": [call("plan__squares_of", n=2), output({"count": 2})],
 }
 
 
@@ -163,7 +185,7 @@ COUNT_SCHEMA = {
 }
 
 PARITY_CASES = [ParityCase(c.name, c.plan) for c in PLAN_CASES] + [
-    # More than ten items: "squares[10]" sorts before "squares[2]" as text; both runners
+    # More than ten items: "squares/do.10" sorts before "squares/do.2" as text; both runners
     # record a batch of finished items in item order (ItemRun.rank).
     ParityCase("map_12_items_fail_fast", _map(12, [2, 10], "fail_fast", concurrency=12)),
     ParityCase("map_12_items_continue", _map(12, [2, 10], "continue", concurrency=12)),
@@ -293,6 +315,47 @@ PARITY_CASES = [ParityCase(c.name, c.plan) for c in PLAN_CASES] + [
                 )
             ],
             "final": True,
+        },
+    ),
+    ParityCase(
+        "saved_plan_from_a_step_and_per_map_item",
+        {
+            "steps": [
+                {"id": "one", "tool": "plan__squares_of", "args": {"n": 3}},
+                {"id": "use", "tool": "echo", "bind": {"value": "steps.one.sq.count"}},
+                {"id": "nums", "tool": "numbers", "args": {"n": 3}},
+                {
+                    "id": "each",
+                    "tool": "map",
+                    "bind": {"over": "steps.nums.values"},
+                    "args": {"do": {"tool": "plan__squares_of", "bind": {"n": "item"}}},
+                },
+            ]
+        },
+    ),
+    ParityCase(
+        "saved_plan_failure_names_the_inner_path",
+        {
+            "steps": [
+                {"id": "one", "tool": "plan__squares_of", "args": {"n": 3, "bad": 1}},
+                {"id": "use", "tool": "echo", "bind": {"value": "steps.one.sq.count"}},
+            ]
+        },
+    ),
+    ParityCase(
+        "saved_plan_from_an_agent_step",
+        {
+            "steps": [
+                {
+                    "id": "judge",
+                    "tool": "agent",
+                    "args": {
+                        "prompt": "Square through a plan",
+                        "output_schema": COUNT_SCHEMA,
+                        "tools": ["plan__*"],
+                    },
+                }
+            ]
         },
     ),
     ParityCase(
@@ -446,6 +509,17 @@ async def test_the_table_covers_what_the_suite_promises() -> None:
     assert list(priced) == ["total", "currency"]
     judged = (await local("map_over_agent_steps")).returned["judge"]["results"]
     assert [r["output"] for r in judged] == [{"even": True}, {"even": False}]
+    nested = (await local("saved_plan_from_a_step_and_per_map_item")).returned
+    assert nested["use"] == 3
+    assert [r["sq"]["count"] for r in nested["each"]["results"]] == [0, 1, 2]
+    failed = await local("saved_plan_failure_names_the_inner_path")
+    assert failed.outcome("one").error == (
+        "saved plan plan__squares_of failed at one/plan.sq: item 1 failed: ValueError: 1 is unlucky"
+    )
+    assert failed.outcome("use").status == "skipped"
+    via_agent = (await local("saved_plan_from_an_agent_step")).returned["judge"]
+    assert via_agent["output"] == {"count": 2}
+    assert [c["tool"] for c in via_agent["tools_called"]] == ["plan__squares_of"]
 
 
 async def test_reuse_across_plans_is_the_same_in_both_runners(

@@ -44,6 +44,8 @@ NOT_DEFAULT: dict[str, Any] = {
     "max_concurrent": 2,
     "max_per_second": 1.5,
     "output_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    "saved_plan": {"plan": {"steps": [{"id": "a", "tool": "t"}]}, "inputs": {"type": "object"}},
+    "sandbox": "work",
 }
 
 

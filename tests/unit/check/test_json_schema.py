@@ -15,10 +15,10 @@ import pytest
 
 from durable_plan.check import check_plan
 from durable_plan.check.json_schema import MAX_SCHEMA_STEPS, validator_for
+from durable_plan.check.plan_file.inputs import resolve_inputs
+from durable_plan.check.plan_file.reading import load_plan_file
+from durable_plan.check.plan_file.records import PlanFileError
 from durable_plan.check.usable_schema import schema_problems
-from durable_plan.cli.plan_file.inputs import resolve_inputs
-from durable_plan.cli.plan_file.reading import load_plan_file
-from durable_plan.cli.plan_file.records import PlanFileError
 from durable_plan.language.errors import PlanRejected
 from durable_plan.run.agent_loop import output_model
 

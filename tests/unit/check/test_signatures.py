@@ -16,6 +16,7 @@ from strands import Agent, tool
 from durable_plan.check.shapes.text import describe_signature
 from durable_plan.language.schema import plan_tool_description
 from durable_plan.strands.plugin import WorkflowPlanPlugin
+from durable_plan.strands.tool_description import needs_signature
 from durable_plan.testing import ScriptedModel, call
 from durable_plan.tools.registry import ToolRegistry
 from tests.support.helpers import tool_results
@@ -159,8 +160,8 @@ def test_an_mcp_tool_counts_as_carried() -> None:
     plugin = WorkflowPlanPlugin(registry=ToolRegistry([fetch_order]), direct_tools=False)
     _agent(plugin, [])
     plugin._mcp_servers = {"github": object()}
-    assert not plugin._needs_signature("github__get_issue")  # its server's client sends it
-    assert plugin._needs_signature("fetch_order") and plugin._needs_signature("gitlab__x")
+    assert not needs_signature(plugin, "github__get_issue")  # its server's client sends it
+    assert needs_signature(plugin, "fetch_order") and needs_signature(plugin, "gitlab__x")
 
 
 def test_plannable_patterns_and_an_empty_list_hold() -> None:

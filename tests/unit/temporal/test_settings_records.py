@@ -38,6 +38,10 @@ def _off_default(f: dataclasses.Field[Any]) -> Any:
         return ["look_*"]
     if f.name == "hook_bytes":
         return 4096
+    if f.name == "breakpoints":
+        return ("e1/agent.*/charge*", "e2")
+    if f.name == "path_prefix":
+        return "e4/plan.fetch"
     return f"{f.name}-value"
 
 

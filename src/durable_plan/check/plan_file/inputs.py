@@ -16,7 +16,6 @@ from typing import Any
 import jsonschema
 
 from durable_plan.check.json_schema import validator_for
-from durable_plan.check.usable_schema import schema_problems
 from durable_plan.check.plan_file.records import (
     INPUTS_ROOT,
     FileProblem,
@@ -25,6 +24,7 @@ from durable_plan.check.plan_file.records import (
     PlanFileError,
     value_kind,
 )
+from durable_plan.check.usable_schema import schema_problems
 
 MAX_MESSAGE_CHARS = 300
 """An input's schema error quotes the value; longer quotes are cut to keep it one line."""

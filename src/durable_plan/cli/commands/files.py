@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from durable_plan.check.plan_file.checking import check_plan_file
+from durable_plan.check.plan_file.reading import UNREADABLE, load_plan_file
+from durable_plan.check.plan_file.records import FileProblem, PlanFile, PlanFileError
 from durable_plan.cli.commands import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, TOOLS_ENV, CommandError
-from durable_plan.cli.plan_file.checking import check_plan_file
-from durable_plan.cli.plan_file.reading import UNREADABLE, load_plan_file
-from durable_plan.cli.plan_file.records import FileProblem, PlanFile, PlanFileError
 
 
 def catalog_of(spec: str | None, *, durable: bool) -> Any:

@@ -108,9 +108,26 @@ async def _show(args: argparse.Namespace) -> int:
         print(f"plan {args.workflow_id}: {status}" + (f": {failure}" if failure else ""))
         if lines is not None:
             print_ledger(console, lines, hint=hint)
+            for text in await paused_now(handle, lines, args.workflow_id):
+                print(text)
     if not args.watch:
         return EXIT_OK
     return EXIT_OK if status == "completed" and _clean(lines) else EXIT_FAILED
+
+
+async def paused_now(
+    handle: PlanHandle, lines: list[dict[str, Any]], workflow_id: str
+) -> list[str]:
+    """``paused at <path>`` for each call paused now (none asked of a plan that has no
+    running step), with the command that answers it (``commands.breakpoints``)."""
+    from durable_plan.cli.commands.breakpoints import paused_lines
+
+    if not any(line["phase"] in ("paused", "running") for line in lines):
+        return []
+    try:
+        return paused_lines(await handle.paused(), workflow_id)
+    except Exception:  # a worker from before breakpoints, or none answers: the table said it
+        return []
 
 
 async def _wait(handle: PlanHandle) -> None:

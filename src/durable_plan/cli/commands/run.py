@@ -19,6 +19,10 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from durable_plan.check.plan_file.checking import check_plan_file
+from durable_plan.check.plan_file.inputs import parse_input_args, resolve_inputs
+from durable_plan.check.plan_file.reading import load_plan_file
+from durable_plan.check.plan_file.records import FileProblem, PlanFile, PlanFileError
 from durable_plan.cli.commands import (
     DEFAULT_TASK_QUEUE,
     EXIT_BAD_INPUT,
@@ -29,10 +33,6 @@ from durable_plan.cli.commands.files import _lines
 from durable_plan.cli.commands.ledger import QUERY_TIMEOUT, approval_hint
 from durable_plan.cli.commands.run_display import Display
 from durable_plan.cli.commands.server import client_command, connect
-from durable_plan.cli.plan_file.checking import check_plan_file
-from durable_plan.cli.plan_file.inputs import parse_input_args, resolve_inputs
-from durable_plan.cli.plan_file.reading import load_plan_file
-from durable_plan.cli.plan_file.records import FileProblem, PlanFile, PlanFileError
 from durable_plan.cli.progress_view import (
     lines_from_run,
 )
@@ -82,9 +82,16 @@ def prepare(args: argparse.Namespace) -> Prepared:
         )
     try:
         registry = load_tools(args.tools)
-    except ToolsModuleError as exc:
+        if args.plans:  # a copy: the module's registry stays as its module made it
+            registry = registry.with_tools([])
+        for directory in args.plans:  # saved plans, after the tools they call
+            registry.add_plans(directory)
+    except PlanFileError as exc:
+        raise CommandError(EXIT_BAD_INPUT, _lines(exc)) from None
+    except (ToolsModuleError, ValueError) as exc:
         raise CommandError(EXIT_BAD_INPUT, str(exc)) from None
     durable = not args.local
+    _check_breakpoints(getattr(args, "breakpoints", None) or [], durable)
     catalog = registry.catalog(durable=durable)
     # Every problem at once: the plan's and the inputs' (a missing input was reported only
     # after a plan problem was fixed, and a plan problem that --local alone causes hid it).
@@ -109,6 +116,23 @@ def prepare(args: argparse.Namespace) -> Prepared:
             text += " (in-process nobody can approve a step: run it without --local)"
         raise CommandError(EXIT_BAD_INPUT, text) from None
     return Prepared(pf, checked, registry, inputs)
+
+
+def _check_breakpoints(patterns: list[str], durable: bool) -> None:
+    """``--break`` patterns, checked before anything runs (a typo would never pause)."""
+    from durable_plan.language.step_path import StepPathError
+    from durable_plan.run.breakpoints import Breakpoints
+
+    try:
+        Breakpoints.of(patterns)
+    except StepPathError as exc:
+        raise CommandError(EXIT_BAD_INPUT, f"--break: {exc}") from None
+    if patterns and not durable:
+        raise CommandError(
+            EXIT_BAD_INPUT,
+            "--break needs a server (answer with `durable-plan continue|skip|abort`); "
+            "in-process, pass execute_plan(breakpoints=..., on_pause=...) from Python",
+        )
 
 
 # --- in-process -----------------------------------------------------------------------------
@@ -157,6 +181,7 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
                     registry=prepared.registry,
                     workflow_id=workflow_id,
                     inputs=prepared.inputs,
+                    breakpoints=list(getattr(args, "breakpoints", None) or []),
                     # The header says in words when no worker polls (below), not a warning
                     # with this file's name, line and source.
                     if_no_worker="ignore",
@@ -166,6 +191,11 @@ async def _run_durable(prepared: Prepared, args: argparse.Namespace) -> int:
             hint = approval_hint(workflow_id, address, args.namespace)
             display = Display(prepared.pf, args.quiet, hint)
             display.note(f"plan {workflow_id} {server.described}, task queue {queue}")
+            if getattr(args, "breakpoints", None):
+                display.note(
+                    f"breakpoints {', '.join(args.breakpoints)}: answer a paused call with "
+                    f"durable-plan continue|skip|abort {workflow_id} PATH --address {address}"
+                )
             if args.no_worker and not await _has_pollers(client, queue):
                 display.note(
                     f"no worker polls task queue {queue!r} yet; start one: durable-plan worker "

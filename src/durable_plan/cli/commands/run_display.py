@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from durable_plan.check.plan_file.records import PlanFile
 from durable_plan.cli.commands import EXIT_FAILED, EXIT_OK
 from durable_plan.cli.event_watch import Watch, follow_events
-from durable_plan.cli.plan_file.records import PlanFile
 from durable_plan.cli.progress_view import (
     AWAITING,
     ApprovalHint,

@@ -274,7 +274,7 @@ function follow(id) {
 function apply(ev) {
   if (ev.kind === "plan_finished") { if (ev.usage) state.planUsage = ev.usage; return; }
   if (!ev.step) return;
-  const parent = ev.step.split("[")[0];
+  const parent = ev.step.split("/")[0]; // a step path's first segment is its step
   const step = stepOf(state.steps.has(ev.step) ? ev.step : parent, ev.tool);
   switch (ev.kind) {
     case "step_started": step.phase = "running"; step.attempts = ev.attempts || step.attempts || 1; break;
@@ -282,6 +282,10 @@ function apply(ev) {
       step.args_digest = (ev.detail || {}).args_digest;
       refresh(state.selected); // its progress line has the arguments the person decides on
       break;
+    case "paused": step.phase = "paused"; step.paused_path = ev.path || ev.step;
+      step.log.push({ kind: "pause", text: `paused at ${step.paused_path}` }); break;
+    case "resumed": step.phase = "running"; delete step.paused_path;
+      step.log.push({ kind: "pause", text: `${ev.status || "resumed"} at ${ev.path || ev.step}` }); break;
     case "approval_decided": step.phase = "running"; delete step.args_digest;
       step.log.push({ kind: "decision", text: `${ev.status || "decided"}` }); break;
     case "item_finished": {
@@ -331,6 +335,7 @@ async function showDetails(id, fetchCalls) {
     $("approval-args").textContent = step.args !== undefined ? JSON.stringify(step.args, null, 1) : "(see the call below)";
   }
   $("breakpoint").hidden = step.phase !== "paused";
+  $("breakpoint-path").textContent = step.paused_path || id;
   $("agent-log").hidden = !step.log.length;
   $("agent-log").querySelector("ol").replaceChildren(...step.log.map((e) => el("li", { text: e.text })));
   if (step.tool === "agent") {
@@ -371,7 +376,9 @@ async function decide(approved) {
 async function breakpointAction(action) {
   const id = state.detailsFor;
   try {
-    const said = await post(`${planPath(state.selected)}/steps/${encodeURIComponent(id)}/breakpoint`, { action });
+    const step = state.steps.get(id) || {};
+    const said = await post(`${planPath(state.selected)}/steps/${encodeURIComponent(id)}/breakpoint`,
+      { action, path: step.paused_path || id });
     $("action-said").textContent = said.said;
   } catch (err) { $("action-said").textContent = `refused: ${err.message}`; }
 }

@@ -34,6 +34,7 @@ from durable_plan.temporal.activities.claim_check import (
     resolve_args,
     worker_store,
 )
+from durable_plan.temporal.activities.sandbox_calls import WorkerSandboxes, sandbox_state
 from durable_plan.temporal.wire.messages import StepRequest, StepResponse
 from durable_plan.tools.registered_tool import Tool, ToolArgumentError
 
@@ -64,7 +65,9 @@ def current_step() -> StepContext | None:
     return _CURRENT.get()
 
 
-def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[RawValue], Any]:
+def tool_activity(
+    tool: Tool, store: ResultStore | None = None, sandboxes: WorkerSandboxes | None = None
+) -> Callable[[RawValue], Any]:
     """Build the activity that runs ``tool`` for a plan step.
 
     It takes its argument raw (``StepRequest`` on the wire as plain JSON, decoded once: the
@@ -72,7 +75,9 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
     answers with a raw JSON payload, ``[result, duration_ms(, attempt)]``, the tool's JSON
     text as it is (no re-encoding, no key sort; ``StepResponse``).
     ``store``: where results stored by reference live (default: ``$DURABLE_PLAN_STORE``).
+    ``sandboxes``: the worker's sandbox factories, for a sandbox tool (``sandbox_calls``).
     """
+    sandboxes = (sandboxes or WorkerSandboxes()) if tool.kind == "sandbox" else None
 
     async def run_tool(wire: RawValue) -> RawValue:
         info = activity.info()
@@ -124,7 +129,11 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
                         max_bytes=request.max_stored_bytes,
                         chain=request.store_chain,
                     )
-                raw = await tool.invoke(args, {"agent": _NoAgent()})
+                if sandboxes is not None:  # the conversation's environment (sandbox_calls)
+                    async with sandbox_state(tool, request.sandbox, sandboxes) as state:
+                        raw = await tool.invoke(args, state)
+                else:
+                    raw = await tool.invoke(args, {"agent": _NoAgent()})
         except TimeoutError as exc:
             if deadline is not None and deadline.expired():
                 step_timeout = info.start_to_close_timeout
@@ -189,7 +198,10 @@ def tool_activity(tool: Tool, store: ResultStore | None = None) -> Callable[[Raw
 
     run_tool.__name__ = f"tool_{tool.name}"
     run_tool.__qualname__ = run_tool.__name__
-    return activity.defn(name=tool.name)(run_tool)
+    defined = activity.defn(name=tool.name)(run_tool)
+    if sandboxes is not None:  # bound to the worker's factories when it runs
+        defined._durable_plan_sandboxes = sandboxes  # type: ignore[attr-defined]
+    return defined
 
 
 class _NoAgent:
@@ -209,9 +221,11 @@ def registry_activities(
 ) -> list[Callable[..., Any]]:
     """Every tool's activity: wrappers for functions, existing activities as they are (MCP
     tools have none here: ``StrandsPlugin(mcp_clients=...)`` registers their server's;
-    declared tools neither: their queue's workers have their code)."""
+    declared tools neither: their queue's workers have their code). Sandbox tools share one
+    holder of the worker's factories (``sandbox_calls.bind_worker_sandboxes``)."""
+    sandboxes = WorkerSandboxes()
     return [
-        t.target if t.kind == "activity" else tool_activity(t, store)
+        t.target if t.kind == "activity" else tool_activity(t, store, sandboxes)
         for t in registry
         if t.kind != "mcp" and t.target is not None
     ]

@@ -34,6 +34,7 @@ from durable_plan.language.agent_step import AGENT_TOOL
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, Plan, PlanResult
 from durable_plan.run.events import PlanEvent
 from durable_plan.run.reuse import REMEMBERED_KEY
+from durable_plan.temporal.client.pause_controls import PauseControls
 from durable_plan.temporal.client.pollers import worker_seen
 from durable_plan.temporal.client.status_attribute import client_sees_plan_status
 from durable_plan.temporal.client.subscribe import POLL_COOLDOWN, plan_events
@@ -201,8 +202,9 @@ def _prepare(
 
 
 @dataclass
-class PlanHandle:
-    """A started plan: wait for its result, read its progress, approve its gated steps."""
+class PlanHandle(PauseControls):
+    """A started plan: wait for its result, read its progress, approve its gated steps,
+    answer its breakpoints (``PauseControls``: ``paused``, ``continue_``, ``skip``, ``abort``)."""
 
     handle: WorkflowHandle[Any, Any]
 
@@ -283,9 +285,9 @@ class PlanHandle:
         ``args_digest`` (from ``progress()``) binds the decision to the arguments the
         person saw: if the step's arguments have another digest, it is refused.
         """
-        try:
-            result: str = await self.handle.execute_update(
-                DECIDE_UPDATE, ApprovalDecision(step_id, approved, reason, args_digest)
+        try:  # ``step_id``: a path, sent to the workflow that holds the call
+            result: str = await self._update(
+                step_id, DECIDE_UPDATE, lambda c: ApprovalDecision(c, approved, reason, args_digest)
             )
         except WorkflowUpdateFailedError as exc:
             raise ValueError(failure_message(exc)) from None

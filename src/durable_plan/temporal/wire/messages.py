@@ -75,6 +75,10 @@ class StepRequest:
     max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES
     store_chain: str | None = None
     """The first run id of the plan's chain: its stored results are the run's own."""
+    sandbox: dict[str, Any] | None = None
+    """A sandbox tool's environment: the conversation's chain, its stream topic and the
+    call's path, set by workflow code from the plan's trusted input, never from ``args``
+    (``workflows/sandbox_chain.sandbox_scope``); None for every other tool."""
 
     def to_compact_wire(self, run_id: str) -> dict[str, Any]:
         """The request on the wire (``"v": 2``): the step id is the activity's own id, the
@@ -94,6 +98,8 @@ class StepRequest:
                 wire["max_stored_bytes"] = self.max_stored_bytes
             if self.store_chain != run_id:
                 wire["store_chain"] = self.store_chain
+        if self.sandbox is not None:
+            wire["sandbox"] = self.sandbox
         return wire
 
     @classmethod
@@ -115,6 +121,7 @@ class StepRequest:
             _int(store_over, 0) if store_over is not None else None,
             _int(data.get("max_stored_bytes"), DEFAULT_MAX_STORED_BYTES),
             chain if isinstance(chain, str) else None,
+            sandbox if isinstance(sandbox := data.get("sandbox"), dict) else None,
         )
 
     @classmethod

@@ -154,7 +154,7 @@ class Debugging:
     pauses before it starts, after its arguments are bound (``run.breakpoints``)."""
     path_prefix: str = field(default="", metadata=BY_PLUGIN)
     """The path of the call that started this run ("" for a top-level plan): a saved
-    plan's steps are ``<prefix>/plan.<step>``, an agent step's calls ``<prefix>/agent.<n>/<tool>``."""
+    plan's steps are ``<prefix>/plan.<step>`` (``step_path.rooted``)."""
 
     def __post_init__(self) -> None:
         # From JSON the patterns arrive as a list; kept as a tuple (frozen, comparable).
@@ -171,6 +171,26 @@ class Debugging:
 
 
 @dataclass(frozen=True)
+class Chain:
+    """The conversation whose sandbox environment the plan's sandbox tools use: its workflow
+    chain (``SandboxWorkflowChain``), the run that started the plan, and its sandbox's stream
+    topic. Set by ``WorkflowPlanPlugin`` from the conversation's own workflow info, never from
+    the model; empty (``start_plan``): the plan's own chain (``workflows/sandbox_chain.py``).
+
+    A plan cannot use its own chain instead: the factory finds an environment by chain, and
+    the plan's child workflow is another chain than its conversation's, so it would reach (or
+    provision) another environment than the one the agent's direct calls use."""
+
+    chain_namespace: str = field(default="", metadata=BY_PLUGIN)
+    chain_workflow_id: str = field(default="", metadata=BY_PLUGIN)
+    chain_first_run_id: str = field(default="", metadata=BY_PLUGIN)
+    chain_run_id: str = field(default="", metadata=BY_PLUGIN)
+    sandbox_topic: str | None = field(default=None, metadata=BY_PLUGIN)
+    """The conversation's sandbox ``streaming_topic``: a sandbox step's command output is
+    published there too, attributed to the step's path (None: not published)."""
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     """Every setting of a plan, one record per concern: what ``checked_input`` takes."""
 
@@ -184,6 +204,7 @@ class PlanSettings:
     """A sender's plans give the web UI their summary unless asked for more (an input built
     by hand, without a sender, gives it everything: ``Visibility``'s own default)."""
     debugging: Debugging = Debugging()
+    chain: Chain = Chain()
 
     @classmethod
     def of(cls, flat: Mapping[str, Any]) -> PlanSettings:

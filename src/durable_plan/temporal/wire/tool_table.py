@@ -18,7 +18,7 @@ _OPTION_FIELDS = {f.name for f in fields(ToolOptions)}
 
 _ROUTING_FIELDS = ("task_queue", "max_concurrent", "max_per_second")
 """Sent only when set: tool tables of plans without routing stay as they were."""
-_WHEN_SET_FIELDS = (*_ROUTING_FIELDS, "output_schema", "saved_plan")
+_WHEN_SET_FIELDS = (*_ROUTING_FIELDS, "output_schema", "saved_plan", "sandbox")
 """Sent only when set: tool tables without routing or return shapes stay byte-identical
 (and a worker that predates a field ignores it)."""
 

@@ -19,6 +19,7 @@ from durable_plan.temporal.wire.plan_settings import (
     BY_PLUGIN,
     RECORDS,
     Bounds,
+    Chain,
     Debugging,
     HookRelay,
     Models,
@@ -57,6 +58,7 @@ class PlanInput:
     storage: Storage = field(default_factory=Storage)
     visibility: Visibility = field(default_factory=Visibility)
     debugging: Debugging = field(default_factory=Debugging)
+    chain: Chain = field(default_factory=Chain)
     inputs: dict[str, Any] | None = None
     """A plan file's input values, read as ``inputs.<name>`` (``check_plan(inputs=...)``);
     None (a plan without inputs): ``inputs`` is unknown."""
@@ -122,6 +124,10 @@ class AgentStepInput:
     storage: Storage = field(default_factory=Storage)
     visibility: Visibility = field(default_factory=Visibility)
     debugging: Debugging = field(default_factory=Debugging)
+    chain: Chain = field(default_factory=Chain)
+    plan_tools: dict[str, ToolOptions] = field(default_factory=dict)
+    """The tools the saved plans among ``tools`` call (at any depth), for their child plans'
+    tables; never offered to the model. Empty (sent only when set): no saved plans."""
 
     def to_wire(self) -> dict[str, Any]:
         """What starts the child (and what admission measures): the step, then the settings
@@ -135,6 +141,8 @@ class AgentStepInput:
         wire.update(_own_to_wire(self, ("model", "system_prompt")))
         wire["settings"] = settings_to_wire(getattr(self, name) for name in AGENT_STEP_RECORDS)
         wire["tools"] = table_to_wire(self.tools)
+        if self.plan_tools:
+            wire["plan_tools"] = table_to_wire(self.plan_tools)
         return wire
 
     @classmethod
@@ -154,6 +162,7 @@ class AgentStepInput:
             prompt=data["prompt"],
             output_schema=schema if isinstance(schema, dict) else {},
             tools=table_from_wire(data.get("tools"), compact=compact),
+            plan_tools=table_from_wire(data.get("plan_tools"), compact=compact),
             **{n: data[n] for n in ("max_iterations", "model", "system_prompt") if n in data},
             **_records(AGENT_STEP_RECORDS, data, compact),
         )

@@ -63,6 +63,7 @@ from durable_plan.protect.payload_storage import (
 from durable_plan.protect.result_store import ResultStore
 from durable_plan.temporal.activities.claim_check import claim_check_activities, worker_store
 from durable_plan.temporal.activities.ledger_recovery import recover_ledger
+from durable_plan.temporal.activities.sandbox_calls import bind_worker_sandboxes
 from durable_plan.temporal.activities.tool_activities import registry_activities
 from durable_plan.temporal.client.status_attribute import PlanStatusCheck
 from durable_plan.temporal.wire.payload_limits import note_worker_converter
@@ -284,6 +285,9 @@ class DurablePlanPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
         # The SDK gives a worker's activities the client it was constructed with; this one's
         # converter (keys, storage) is the one ``configure_worker`` chose.
         worker.client = worker.client
+        # Sandbox tools call the factories StrandsPlugin registered on this worker, found now
+        # that every plugin has configured it, whatever their order (``sandbox_calls``).
+        bind_worker_sandboxes(worker.config(active_config=True).get("activities") or ())
         if self.serves(worker.config()["task_queue"]) != "plans":
             await next(worker)
             return

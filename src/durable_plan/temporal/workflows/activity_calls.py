@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from durable_plan.language.options import ToolOptions
+    from durable_plan.language.step_path import rooted
     from durable_plan.run.calls import StepCall
     from durable_plan.run.references import is_reference
     from durable_plan.temporal.wire.messages import StepRequest, StepResponse, json_payload
@@ -26,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.workflows.mcp_steps import call_mcp_tool
     from durable_plan.temporal.workflows.outcomes import Outcome, activity_failure, ms_since
     from durable_plan.temporal.workflows.policy import CallPolicy
+    from durable_plan.temporal.workflows.sandbox_chain import sandbox_scope
     from durable_plan.temporal.workflows.ui_summary import StepSummaries
 
 
@@ -50,6 +52,9 @@ class ActivityCall:
     store_chain: str | None = None
     fairness_key: str | None = None
     """Whose call this is, for a limited tool's queue (``CallPolicy.remote_options``)."""
+    sandbox: dict[str, Any] | None = None
+    """A sandbox tool's environment (``sandbox_chain.sandbox_scope``): the conversation's
+    chain from the trusted input, never from ``args``."""
 
 
 async def call_activity(call: ActivityCall, admission: Admission | None = None) -> Outcome:
@@ -82,6 +87,7 @@ async def _run_tool_activity(
         call.store_over,
         call.max_stored_bytes,
         call.store_chain,
+        call.sandbox,
     )
     # Scheduled with id = the step id; encoded here, once, as the converter would (JSON):
     # the converter's own pass (its encoder, a sorted copy) is one more per step.
@@ -192,12 +198,20 @@ class StepActivities:
                 max_stored_bytes=request.storage.max_stored_bytes,
                 store_chain=self.store_chain() if store_over is not None else None,
                 fairness_key=self._whose(),
+                sandbox=self._sandbox(call, options),
             ),
             self.admission,
         )
         if store_over is not None and outcome[0] and is_reference(outcome[1]):
             self.stored_any = True
         return outcome
+
+    def _sandbox(self, call: StepCall, options: ToolOptions) -> dict[str, Any] | None:
+        """A sandbox tool's environment: the conversation's (``sandbox_chain``)."""
+        if options.kind != "sandbox":
+            return None
+        path = rooted(self.request.debugging.path_prefix, call.step_id)
+        return sandbox_scope(self.request.chain, options, path)
 
     def _whose(self) -> str:
         """``fairness_key`` of this plan, decided once (it reads ``workflow.info()``)."""

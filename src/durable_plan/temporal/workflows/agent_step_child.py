@@ -17,6 +17,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from durable_plan.check.saved_plans import tools_inside
     from durable_plan.language.agent_step import agent_step_spec
     from durable_plan.run.calls import StepCall
     from durable_plan.temporal.wire.ids import child_workflow_id
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.workflows.agent_workflow import AGENT_STEP_WORKFLOW_NAME
     from durable_plan.temporal.workflows.hook_relay import HookAsker
     from durable_plan.temporal.workflows.outcomes import Outcome, ms_since
+    from durable_plan.temporal.workflows.sandbox_chain import own_chain
     from durable_plan.temporal.workflows.ui_summary import agent_step_summary
 
 
@@ -41,11 +43,13 @@ async def run_agent_step_child(
     # Only where a call waits on a tool's own queue (a plan without routed tools starts
     # its agent steps without a fairness key).
     routed = any(request.tools[name].task_queue for name in spec.tools)
+    tools = {name: request.tools[name] for name in spec.tools}
     step_input = AgentStepInput(
         step_id=call.step_id,
         prompt=spec.prompt,
         output_schema=spec.output_schema,
-        tools={name: request.tools[name] for name in spec.tools},
+        tools=tools,
+        plan_tools={n: request.tools[n] for n in tools_inside(spec.tools, request.tools)},
         max_iterations=spec.max_iterations,
         model=spec.model,
         system_prompt=spec.system_prompt,
@@ -55,6 +59,8 @@ async def run_agent_step_child(
         relay=route.relay(hooks.sent_bytes) if route is not None else HookRelay(),
         storage=request.storage,
         visibility=request.visibility,
+        debugging=request.debugging,  # its calls pause, and are named from the root
+        chain=own_chain(request.chain, tools),  # its sandbox tools: the plan's environment
     )
     wire = step_input.to_wire()
     verdict = await admission.enter(json_size(wire), wanted=wanted)

@@ -110,6 +110,11 @@ def durable_tools(
 
     ``approval_required``: tool-name patterns a person must approve besides the tools
     registered with ``requires_approval=True`` (give the ``WorkflowPlanPlugin`` the same, so
-    a plan's steps and a direct call are gated alike)."""
+    a plan's steps and a direct call are gated alike). Saved plans (``plan__*``) are not
+    among them: one runs as a plan's step (a one-step plan calls it), never directly."""
     approval = ApprovalPolicy.of(approval_required)
-    return [DurableTool(tool, task_queue, approval, registry) for tool in registry]
+    return [
+        DurableTool(tool, task_queue, approval, registry)
+        for tool in registry
+        if tool.kind != "plan"
+    ]

@@ -33,10 +33,13 @@ with workflow.unsafe.imports_passed_through():
 
     from durable_plan.language.errors import describe_exception
     from durable_plan.language.options import ToolOptions
+    from durable_plan.language.step_path import rooted
     from durable_plan.run.agent_loop import RoundTracker, run_agent_step, system_prompt
+    from durable_plan.run.breakpoints import Breakpoints, Skipped
     from durable_plan.temporal.wire.hook_messages import HOOK_REPLY_SIGNAL
     from durable_plan.temporal.wire.messages import json_payload
     from durable_plan.temporal.wire.payload_limits import MAX_MODEL_INPUT_BYTES
+    from durable_plan.temporal.wire.plan_settings import HookRelay
     from durable_plan.temporal.wire.workflow_inputs import AgentStepInput
     from durable_plan.temporal.workflows.activity_calls import ActivityCall, call_activity
     from durable_plan.temporal.workflows.admission import Admission
@@ -45,8 +48,12 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.temporal.workflows.event_stream import PlanEventStream, workflow_emitter
     from durable_plan.temporal.workflows.failures import root_cause
     from durable_plan.temporal.workflows.hook_relay import HookAsker, HookRoute
+    from durable_plan.temporal.workflows.outcomes import Outcome
+    from durable_plan.temporal.workflows.pauses import PauseDesk, PauseHandlers
     from durable_plan.temporal.workflows.pipeline import Stages
     from durable_plan.temporal.workflows.policy import CallPolicy, retry_policy
+    from durable_plan.temporal.workflows.sandbox_chain import sandbox_scope
+    from durable_plan.temporal.workflows.saved_plan_child import caller_of_agent, run_saved_plan
     from durable_plan.tools.named_tool import NamedTool
     from durable_plan.tools.results import tool_result
 
@@ -58,12 +65,13 @@ keeps failing fails the step."""
 
 
 @workflow.defn(name=AGENT_STEP_WORKFLOW_NAME, sandboxed=False)
-class AgentStepWorkflow(ApprovalHandlers):
+class AgentStepWorkflow(ApprovalHandlers, PauseHandlers):
     """Runs one agent step; ``progress`` gives its round, tool calls and approvals."""
 
     def __init__(self) -> None:
         self.tracker = RoundTracker()
         self.desk = ApprovalDesk(None)  # call ids are made as the loop runs
+        self.pauses = PauseDesk()
         self.calls = 0
         self.admission: Admission | None = None
         self.hooks: HookAsker | None = None
@@ -80,8 +88,12 @@ class AgentStepWorkflow(ApprovalHandlers):
         events, _telemetry = workflow_emitter(
             plan_id, self.stream if request.visibility.stream_events else None
         )
+        events.path_prefix = request.debugging.path_prefix
         self.tracker = RoundTracker(events, request.step_id)
         self.desk.events = events
+        self.pauses = PauseDesk(
+            Breakpoints(request.debugging.breakpoints), events, request.debugging.path_prefix
+        )
         try:
             return RawValue(json_payload(await self._run(request)))
         finally:
@@ -152,6 +164,7 @@ class AgentStepWorkflow(ApprovalHandlers):
             "round": self.tracker.rounds,
             "tools_called": list(self.tracker.calls),
             "awaiting": self.desk.awaiting_details(),
+            "paused": self.pauses.paused(),
         }
 
     @workflow.signal(name=HOOK_REPLY_SIGNAL)
@@ -216,18 +229,35 @@ class ActivityTool(NamedTool):
         assert owner.hooks is not None and owner.admission is not None
         owner.calls += 1
         round_ = owner.tracker.rounds
-        call_id = f"{round_}/{self._name}/{owner.calls}"
+        # Its path (``e1/agent.2/lookup``, ``~2`` for a second call in the round) is its
+        # activity id, its approval's and its pause's name (``language.step_path``).
+        call_id = owner.tracker.call_path(tool_use) or f"{round_}/{self._name}/{owner.calls}"
         args = dict(tool_use.get("input") or {})
-        stages = Stages(owner.hooks, owner.desk, owner.admission)
+        stages = Stages(owner.hooks, owner.desk, owner.admission, owner.pauses)
         outcome = await stages.run(
             call_id,
             self._name,
             self._options,
             args,
-            lambda args: call_activity(self._activity_call(call_id, round_, args)),
+            lambda args: (
+                self._saved_plan(call_id, args)
+                if self._options.kind == "plan"
+                else call_activity(self._activity_call(call_id, round_, args))
+            ),
         )
         assert outcome is not None  # nothing withdraws an agent step's calls
+        if isinstance(outcome[1], Skipped):  # the agent goes on without it
+            return _result(tool_use, False, f"{outcome[1].reason}: a person skipped this call")
         return _result(tool_use, outcome[0], outcome[1])
+
+    async def _saved_plan(self, call_id: str, args: dict[str, Any]) -> Outcome:
+        """A saved plan the agent calls: a child plan of this step (``saved_plan_child``)."""
+        hooks = self._owner.hooks
+        route = hooks.route if hooks is not None else None
+        relay = route.relay(hooks.sent_bytes) if route is not None and hooks else HookRelay()
+        caller = caller_of_agent(self._request)
+        with self._owner.pauses.child(call_id, "plan"):  # its calls pause in it
+            return await run_saved_plan(call_id, self._name, args, caller, relay, None)
 
     def _activity_call(self, call_id: str, round_: int, args: dict[str, Any]) -> ActivityCall:
         """The owner's rules for this call. Always a regular activity: an agent step's
@@ -239,7 +269,7 @@ class ActivityTool(NamedTool):
         return ActivityCall(
             tool=self._name,
             activity_id=call_id,
-            summary=f"{request.step_id}/{round_}/{self._name}",
+            summary=rooted(request.debugging.path_prefix, call_id),
             args=args,
             options=options,
             policy=policy,
@@ -248,6 +278,11 @@ class ActivityTool(NamedTool):
             max_result_bytes=request.bounds.max_result_bytes,
             wrapper_retries=policy.retries,
             fairness_key=request.routing.fairness_key,
+            sandbox=sandbox_scope(  # the conversation's environment, from the trusted input
+                request.chain,
+                options,
+                rooted(request.debugging.path_prefix, call_id),
+            ),
         )
 
 

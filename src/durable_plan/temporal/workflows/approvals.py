@@ -18,6 +18,7 @@ from temporalio import workflow
 
 from durable_plan.language.digest import args_digest
 from durable_plan.language.plan_limits import truncate_text
+from durable_plan.language.step_path import StepPathError, parse
 from durable_plan.run.events import SILENT, Emitter
 from durable_plan.temporal.wire.messages import ApprovalDecision
 from durable_plan.temporal.workflows.plan_status import awaiting_details, set_details
@@ -62,7 +63,7 @@ class ApprovalDesk:
         digest = args_digest(args)
         self._awaiting[step_id] = (args, digest)
         self._tools[step_id] = tool
-        self.events.emit("awaiting_approval", step=step_id, detail={"args_digest": digest})
+        self.events.emit("awaiting_approval", **_where(step_id), detail={"args_digest": digest})
         if first:
             self._details_before = workflow.get_current_details()
             if self.on_waiting is not None:
@@ -118,7 +119,7 @@ class ApprovalDesk:
         self._decisions[decision.step_id] = decision
         self.events.emit(
             "approval_decided",
-            step=decision.step_id,
+            **_where(decision.step_id),
             status="approved" if decision.approved else "rejected",
         )
 
@@ -162,6 +163,15 @@ class ApprovalDesk:
         if step_id in self._refused:
             extra["refused_decisions"] = list(self._refused[step_id])
         return extra
+
+
+def _where(call_id: str) -> dict[str, str]:
+    """An event's ``step`` (the top-level step) and ``path`` (the call) for a call id (a
+    step path inside the run; a direct call's id is neither: it is the step)."""
+    try:
+        return {"step": parse(call_id).step, "path": call_id}
+    except StepPathError:
+        return {"step": call_id}
 
 
 async def await_decision(

@@ -35,6 +35,7 @@ from durable_plan.temporal.wire.plan_settings import (
     DEFAULT_MAX_INTERRUPTIONS,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_TASK_BYTES,
+    Chain,
     Retrying,
 )
 from durable_plan.temporal.workflows.activity_calls import ActivityCall, call_activity
@@ -44,6 +45,7 @@ from durable_plan.temporal.workflows.hook_relay import HookAsker
 from durable_plan.temporal.workflows.outcomes import Outcome
 from durable_plan.temporal.workflows.pipeline import Stages
 from durable_plan.temporal.workflows.policy import CallPolicy
+from durable_plan.temporal.workflows.sandbox_chain import sandbox_scope
 
 DIRECT_PREFIX = "direct/"
 """How a direct call's id begins (``direct/<toolUseId>``): what `durable-plan approve` takes
@@ -183,6 +185,7 @@ async def call_directly(
                     max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
                     wrapper_retries=policy.retries if policy.interruptions else None,
                     fairness_key=fairness,
+                    sandbox=sandbox_scope(Chain(), options, call_id),  # this conversation's
                 ),
                 calls.admission,
             ),

@@ -1,8 +1,9 @@
 """The stages every durable tool call passes, in one order, written once.
 
 A plan step, a map or reduce item, a tool call inside an agent step and a call the model
-makes directly in a conversation (``direct_calls``) all go through ``Stages.run``: the
-agent's before-hooks (they may cancel the call or rewrite its arguments; a direct call's
+makes directly in a conversation (``direct_calls``) all go through ``Stages.run``: a pause
+when a breakpoint names the call (``pauses``; never for a direct call), the agent's
+before-hooks (they may cancel the call or rewrite its arguments; a direct call's
 run in Strands itself, around this), a person's approval when the owner gated the tool,
 admission (the workflow task's byte budget, the history guard, the pending-activity limit),
 the activity under the owner's ``CallPolicy`` (``step_activities.call_activity``), then the
@@ -21,10 +22,12 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_plan.language.options import ToolOptions
+    from durable_plan.run.breakpoints import Skipped
     from durable_plan.temporal.workflows.admission import ALWAYS, Admission, Wanted, json_size
     from durable_plan.temporal.workflows.approvals import ApprovalDesk, await_decision
     from durable_plan.temporal.workflows.hook_relay import HookAsker
     from durable_plan.temporal.workflows.outcomes import Outcome
+    from durable_plan.temporal.workflows.pauses import PauseDesk
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class Stages:
     hooks: HookAsker
     desk: ApprovalDesk
     admission: Admission
+    pauses: PauseDesk | None = None
+    """Breakpoints: a call they name pauses before every other stage (``pauses``)."""
 
     async def run(
         self,
@@ -44,13 +49,24 @@ class Stages:
         execute: Callable[[dict[str, Any]], Awaitable[Outcome]],
         wanted: Wanted = ALWAYS,
         size: int | None = None,
+        scope: Callable[[], dict[str, Any] | None] | None = None,
     ) -> Outcome | None:
         """The call through every stage; None when ``wanted`` says the plan stopped before
         it started (a ``fail_fast`` stop: the engine records it as skipped).
 
+        A call a breakpoint names pauses first, its arguments bound, ``scope`` (what its
+        bindings read) shown beside them; skipped, its outcome is ``Skipped`` (recorded as
+        ``not_taken``); continued, it passes every stage below as it would have.
+
         ``execute`` gets the arguments as the hooks left them and runs the activity.
         ``size``: ``args`` as JSON, when the caller measured it already (a hook that
         rewrites them has them measured again)."""
+        if self.pauses is not None and self.pauses.wants(call_id, tool):
+            if not wanted():
+                return None
+            action = await self.pauses.pause(call_id, tool, args, scope() if scope else None)
+            if action == "skip":
+                return False, Skipped(), 0.0, 0
         hooked = self.hooks.covers(tool)
         if hooked:
             if not wanted():

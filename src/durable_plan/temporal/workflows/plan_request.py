@@ -13,6 +13,7 @@ from typing import Any
 
 from durable_plan.check import CheckedPlan
 from durable_plan.check.json_schema import without_annotations
+from durable_plan.check.saved_plans import tools_inside
 from durable_plan.language.options import ToolOptions
 from durable_plan.temporal.wire.plan_settings import Models, PlanSettings
 from durable_plan.temporal.wire.workflow_inputs import PlanInput
@@ -39,6 +40,8 @@ def checked_input(
         raise ValueError("checked_input needs a plan checked for a durable run (durable=True)")
     plan = checked.plan.model_dump(mode="json", exclude_defaults=True)
     named, agent_tools = checked.tools_called(list(tools))
+    # What saved plans call travels whole: their children check and run with it.
+    agent_tools = [*agent_tools, *tools_inside([*named, *agent_tools], tools)]
     table = {
         name: tools[name] if name in agent_tools else _unread(tools[name])
         for name in tools

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.agent_step import AGENT_TOOL
     from durable_plan.language.control_steps import LOOPS
     from durable_plan.language.errors import PlanRejected, StepError
+    from durable_plan.run.breakpoints import Breakpoints
     from durable_plan.run.calls import StepCall
     from durable_plan.run.engine import PlanRun
     from durable_plan.run.events import SILENT, Emitter
@@ -59,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         bounded_payload,
         ms_since,
     )
+    from durable_plan.temporal.workflows.pauses import PauseDesk, PauseHandlers, call_scope
     from durable_plan.temporal.workflows.pipeline import Stages
     from durable_plan.temporal.workflows.plan_status import (
         PlanStatus,
@@ -67,18 +69,23 @@ with workflow.unsafe.imports_passed_through():
         outcome_status,
     )
     from durable_plan.temporal.workflows.recovery import Salvage, salvage_to_wire
+    from durable_plan.temporal.workflows.saved_plan_child import (
+        is_saved_plan_call,
+        run_saved_plan_step,
+    )
     from durable_plan.temporal.workflows.stored_results import drop_stored, read_returned
     from durable_plan.temporal.workflows.ui_summary import step_summaries
     from durable_plan.temporal.workflows.versions import check_as_recorded
 
 
 @workflow.defn(name=PLAN_WORKFLOW_NAME, sandboxed=False)
-class PlanWorkflow(ApprovalHandlers):
+class PlanWorkflow(ApprovalHandlers, PauseHandlers):
     """Runs one plan; ``progress`` answers with the ledger so far."""
 
     def __init__(self) -> None:
         self._run: PlanRun | None = None
         self.desk = ApprovalDesk(())
+        self.pauses = PauseDesk()  # breakpoints (``pauses``): set when the plan starts
         self._loops: dict[str, Any] = {}
         self._admission: Admission | None = None
         self._hooks: HookAsker | None = None
@@ -103,6 +110,7 @@ class PlanWorkflow(ApprovalHandlers):
                 workflow.info().workflow_id,
                 self._stream if request.visibility.stream_events else None,
             )
+            self._events.path_prefix = request.debugging.path_prefix  # a saved plan's run
             return RawValue(json_payload(await self._execute(self._check(request), request)))
         except PlanRejected as exc:
             details = [str(p) for p in exc.problems]
@@ -144,12 +152,16 @@ class PlanWorkflow(ApprovalHandlers):
             return []
         lines = []
         for line in self._run.progress():
-            awaiting = self.desk.is_awaiting(line.id)
+            phase: str = line.phase
+            if self.desk.is_awaiting(line.id):
+                phase = "awaiting_approval"
+            elif self.pauses.is_paused(line.id):
+                phase = "paused"
             lines.append(
                 {
                     "id": line.id,
                     "tool": line.tool,
-                    "phase": "awaiting_approval" if awaiting else line.phase,
+                    "phase": phase,
                     "level": line.level,
                     "duration_ms": line.duration_ms,
                     "attempts": line.attempts,
@@ -209,6 +221,9 @@ class PlanWorkflow(ApprovalHandlers):
             checked.steps,
             self._events,
             self._board.waiting if self._board is not None else None,
+        )
+        self.pauses = PauseDesk(
+            Breakpoints(request.debugging.breakpoints), self._events, request.debugging.path_prefix
         )
         route = HookRoute.of(request.relay, workflow.info().workflow_id)
         self._admission = Admission(
@@ -293,6 +308,12 @@ class PlanWorkflow(ApprovalHandlers):
         with traced(self._telemetry, call.step_id):
             if call.tool == AGENT_TOOL:
                 return await self._run_agent_step(call, request, wanted)
+            if is_saved_plan_call(request.tools, call.tool):  # a child plan
+                assert self._hooks is not None and self._admission is not None
+                with self.pauses.child(call.step_id, "plan"):
+                    return await run_saved_plan_step(
+                        call, request, self._hooks, self._admission, wanted, self._recall
+                    )
             if call.tool in LOOPS:
                 return await self._run_items(call, request, wanted)
             return await self._run_tool(call, request, wanted)
@@ -307,7 +328,7 @@ class PlanWorkflow(ApprovalHandlers):
         options = request.tools[call.tool]
         activities = self._activities
         assert activities is not None
-        stages = Stages(self._hooks, self.desk, self._admission)
+        stages = Stages(self._hooks, self.desk, self._admission, self.pauses)
         return await stages.run(
             call.step_id,
             call.tool,
@@ -318,6 +339,7 @@ class PlanWorkflow(ApprovalHandlers):
             ),
             wanted,
             size,
+            lambda: call_scope(self._run, self._loops, call),
         )
 
     async def _run_items(
@@ -352,7 +374,8 @@ class PlanWorkflow(ApprovalHandlers):
     ) -> Outcome | None:
         """An agent step: its loop in a child workflow (``agent_step_child``)."""
         assert self._hooks is not None and self._admission is not None
-        return await run_agent_step_child(call, request, self._hooks, self._admission, wanted)
+        with self.pauses.child(call.step_id):  # its calls pause in it (``paused_children``)
+            return await run_agent_step_child(call, request, self._hooks, self._admission, wanted)
 
 
 def _reads_references(request: PlanInput) -> Callable[[str], bool]:

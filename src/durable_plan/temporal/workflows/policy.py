@@ -29,7 +29,7 @@ from durable_plan.language.options import ToolOptions
 
 MAX_RETRY_INTERVAL_S = 30.0
 """The longest wait between two attempts of anything a plan runs."""
-WRAPPED_KINDS = ("function", "agent_tool")
+WRAPPED_KINDS = ("function", "agent_tool", "sandbox")
 """Tools that run inside our wrapper activity, which counts the tool's own failures."""
 FAIRNESS_KEY_BYTES = 64
 """Temporal's longest fairness key."""

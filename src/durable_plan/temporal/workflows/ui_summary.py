@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 from durable_plan.check import CheckedPlan, CheckedStep
 from durable_plan.expressions import Expression
+from durable_plan.language.step_path import StepPathError, parse
 
 __all__ = [
     "DEFAULT_UI_METADATA",
@@ -75,7 +76,7 @@ def step_summary(cs: CheckedStep) -> str:
 class StepSummaries:
     """Every activity summary of one plan, built once when the plan starts.
 
-    A map or reduce item (``rolls[3]``) gets its step's body summary after its own id.
+    A map or reduce item (``rolls/do.3``) gets its step's body summary after its own id.
     """
 
     def __init__(self, checked: CheckedPlan) -> None:
@@ -91,8 +92,11 @@ class StepSummaries:
         found = self._steps.get(step_id)
         if found is not None:
             return found
-        parent, bracket, _ = step_id.partition("[")
-        body = self._bodies.get(parent) if bracket else None
+        try:
+            path = parse(step_id)
+        except StepPathError:
+            return None
+        body = self._bodies.get(path.step) if path.index is not None else None
         return None if body is None else _cut(f"{step_id}{SEP}{body}", MAX_SUMMARY_CHARS)
 
 
