@@ -15,7 +15,8 @@ plans named:
   caller's plannable patterns, an approval gate, a rule): the caller's bounds hold inside,
   so a saved plan never reaches what its caller may not.
 
-The walk is linear in the saved plans reached (each is visited once per check).
+The walk is linear in the saved plans reached and their calls (each plan is visited
+once per check, however many chains reach it).
 """
 
 from __future__ import annotations
@@ -126,57 +127,99 @@ def check_saved_plan_calls(
         return
     walk = _Walk(catalog, report, durable)
     for sid, tool in direct:
-        walk.visit(sid, (tool,))
+        walk.visit(sid, tool)
 
 
 class _Walk:
-    """Depth-first over the saved plans a plan reaches, each checked once."""
+    """Depth-first over the saved plans a plan reaches, each plan visited once (not once
+    per chain of calls reaching it, which is fan-out to the power of the depth): a cycle
+    is a call back into a plan still on the walk's path; a plan's height (the longest chain
+    of saved plans it starts) is known once every plan it calls is done."""
 
     def __init__(self, catalog: ToolCatalog, report: Report, durable: bool) -> None:
         self.catalog = catalog
         self.durable = durable
         self.report = report
-        self.checked: set[str] = set()
+        self.callees: dict[str, list[str]] = {}
+        self.deepest: dict[str, tuple[str, ...]] = {}
+        """Each finished plan's longest chain (itself first), cut at what a report needs."""
+        self.height: dict[str, int] = {}
         self.reported: set[tuple[str, ...]] = set()
 
-    def visit(self, sid: str, chain: tuple[str, ...]) -> None:
-        tool = chain[-1]
-        if tool in chain[:-1]:
-            cycle = chain[chain.index(tool) :]
-            if cycle not in self.reported:
-                self.reported.add(cycle)
-                self.report(
-                    "cycle",
-                    f"saved plans call each other in a cycle: {' -> '.join(cycle)} (each "
-                    "calls the next, directly or through an agent step's tools)",
-                    f"remove the call of {cycle[-1]} from {cycle[-2]}, or name the agent "
-                    "step's tools without it",
-                    sid,
-                    "tool",
-                )
+    def visit(self, sid: str, root: str) -> None:
+        """The saved plan ``root`` that step ``sid`` calls, and every plan it reaches."""
+        self._explore(sid, root)
+        depth = self.height[root] + self.catalog.plan_depth
+        if depth <= MAX_PLAN_DEPTH:
             return
-        depth = len(chain) + self.catalog.plan_depth
-        if depth > MAX_PLAN_DEPTH:
-            if chain not in self.reported:
-                self.reported.add(chain)
-                inside = (
-                    f" inside {self.catalog.plan_depth} more" if self.catalog.plan_depth else ""
-                )
-                self.report(
-                    "limit",
-                    f"saved plans nest {depth} deep ({' -> '.join(chain)}{inside}); the "
-                    f"limit is {MAX_PLAN_DEPTH}",
-                    "flatten one level: run its steps in the plan that calls it",
-                    sid,
-                    "tool",
-                )
+        # The chain that first passes the bound, as the message names it.
+        chain = self.deepest[root][: max(MAX_PLAN_DEPTH - self.catalog.plan_depth + 1, 1)]
+        if chain in self.reported:
             return
-        saved = saved_plan_of(self.catalog, tool)
-        if tool not in self.checked:
-            self.checked.add(tool)
+        self.reported.add(chain)
+        inside = f" inside {self.catalog.plan_depth} more" if self.catalog.plan_depth else ""
+        self.report(
+            "limit",
+            f"saved plans nest {len(chain) + self.catalog.plan_depth} deep "
+            f"({' -> '.join(chain)}{inside}); the limit is {MAX_PLAN_DEPTH}",
+            "flatten one level: run its steps in the plan that calls it",
+            sid,
+            "tool",
+        )
+
+    def _explore(self, sid: str, root: str) -> None:
+        """Iterative (a hand-written tool table may chain many plans: no recursion limit)."""
+        if root in self.height:
+            return
+        path = [root]
+        on_path = {root: 0}
+        todo = [iter(self._calls(sid, root))]
+        while todo:
+            inner = next(todo[-1], None)
+            if inner is None:
+                todo.pop()
+                done = path.pop()
+                del on_path[done]
+                self._finish(done)
+            elif inner in on_path:
+                self._cycle(sid, (*path[on_path[inner] :], inner))
+            elif inner not in self.height:
+                on_path[inner] = len(path)
+                path.append(inner)
+                todo.append(iter(self._calls(sid, inner)))
+
+    def _calls(self, sid: str, tool: str) -> list[str]:
+        """The saved plans ``tool`` calls; ``tool`` checked against the caller's catalogue
+        on the way (once)."""
+        if tool not in self.callees:
+            saved = saved_plan_of(self.catalog, tool)
             self._check_inside(sid, tool, saved)
-        for _inner_sid, inner in calls_of(saved.get("plan"), self.catalog):
-            self.visit(sid, (*chain, inner))
+            self.callees[tool] = [t for _sid, t in calls_of(saved.get("plan"), self.catalog)]
+        return self.callees[tool]
+
+    def _finish(self, tool: str) -> None:
+        """Every plan ``tool`` calls is done (or on the path: a cycle, reported)."""
+        best: tuple[str, ...] = ()
+        height = 0
+        for inner in self.callees[tool]:
+            if self.height.get(inner, 0) > height:
+                height, best = self.height[inner], self.deepest[inner]
+        self.height[tool] = height + 1
+        self.deepest[tool] = (tool, *best)[: MAX_PLAN_DEPTH + 1]
+
+    def _cycle(self, sid: str, cycle: tuple[str, ...]) -> None:
+        if cycle in self.reported:
+            return
+        self.reported.add(cycle)
+        self.report(
+            "cycle",
+            f"saved plans call each other in a cycle: {' -> '.join(cycle)} (each "
+            "calls the next, directly or through an agent step's tools)",
+            f"remove the call of {cycle[-1]} from {cycle[-2]}, or name the agent "
+            "step's tools without it",
+            sid,
+            "tool",
+        )
 
     def _check_inside(self, sid: str, tool: str, saved: Mapping[str, Any]) -> None:
         """The saved plan against the caller's catalogue: what the caller may not plan, the

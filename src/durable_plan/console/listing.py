@@ -133,8 +133,8 @@ async def _fill(client: Client, found: dict[str, Any], gate: asyncio.Semaphore) 
         try:
             if found["status"] == "running":
                 lines = await handle.progress(rpc_timeout=ROW_TIMEOUT)
-                ended = [ln for ln in lines if ln["phase"] not in ("pending", "running")]
-                ended = [ln for ln in ended if ln["phase"] != "awaiting_approval"]
+                waiting = ("pending", "running", "awaiting_approval", "paused")
+                ended = [ln for ln in lines if ln["phase"] not in waiting]
                 found["steps_done"], found["steps_total"] = len(ended), len(lines)
             elif found["status"] == "completed":
                 result = await asyncio.wait_for(handle.result(), ROW_TIMEOUT.total_seconds())

@@ -42,9 +42,12 @@ from typing import Literal
 from durable_plan.language.plan import STEP_ID_PATTERN
 
 SEPARATOR = "/"
-MAX_DEPTH = 16
-"""Segments a path may hold: saved plans nest at most a few deep and each level adds at
-most three (item, round, call), so a longer text is not a path of ours."""
+MAX_DEPTH = 21
+"""Segments a path may hold: a run and the four saved plans it may nest (``MAX_PLAN_DEPTH``,
+``check.saved_plans``) each add at most four (its step, an item, a round, a call), and one
+more for the deepest call: a longer text is not a path of ours."""
+MAX_PATTERN_CHARS = 512
+"""A breakpoint pattern past this is refused: no path of ours is that long."""
 
 _STEP = re.compile(STEP_ID_PATTERN)
 _TOOL = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -225,7 +228,8 @@ def matches(pattern: str, path: StepPath | str) -> bool:
     text = str(path)
     if "~" not in pattern:
         text = _NTH.sub("", text)
-    return _compiled(pattern).fullmatch(text) is not None
+    wanted, given = pattern.split(SEPARATOR), text.split(SEPARATOR)
+    return len(wanted) == len(given) and all(map(_segment_matches, wanted, given))
 
 
 def check_pattern(pattern: str) -> str:
@@ -233,8 +237,11 @@ def check_pattern(pattern: str) -> str:
     something), else ``StepPathError`` saying why: a breakpoint that can never pause is a
     typo, refused before the plan runs."""
     parts = pattern.split(SEPARATOR)
-    if not pattern or len(parts) > MAX_DEPTH:
-        raise StepPathError(f"{_cut(pattern)!r} is not a step path pattern")
+    if not pattern or len(parts) > MAX_DEPTH or len(pattern) > MAX_PATTERN_CHARS:
+        raise StepPathError(
+            f"{_cut(pattern)!r} is not a step path pattern (at most {MAX_DEPTH} segments and "
+            f"{MAX_PATTERN_CHARS} characters)"
+        )
     for index, part in enumerate(parts):
         if part.strip("*") == "":
             continue  # any step, round, item or call at this depth
@@ -260,8 +267,24 @@ def _names_a_segment(text: str, *, first: bool) -> bool:
     return True
 
 
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile("[^/]*".join(re.escape(piece) for piece in pattern.split("*")))
+def _segment_matches(pattern: str, text: str) -> bool:
+    """``*`` as any run of characters, in time linear in the two lengths' product at worst
+    (the classic two-pointer walk, back to the last ``*`` on a mismatch): a regex built from
+    an operator's pattern could backtrack for minutes and hold a worker's every workflow."""
+    p = t = 0
+    star, mark = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] != "*" and pattern[p] == text[t]:
+            p, t = p + 1, t + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, mark = p, t
+            p += 1
+        elif star >= 0:
+            p, mark = star + 1, mark + 1
+            t = mark
+        else:
+            return False
+    return all(c == "*" for c in pattern[p:])
 
 
 def _cut(text: str, limit: int = 120) -> str:

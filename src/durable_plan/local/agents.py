@@ -39,8 +39,12 @@ def agent_steps(
     *,
     models: Mapping[str, ModelSource] | None = None,
     default_model: ModelSource | None = None,
+    around: Callable[[Invoker], Invoker] | None = None,
 ) -> Invoker:
     """``invoke``, plus the ``agent`` step kind run by a Strands ``Agent``.
+
+    ``around``: what every tool call passes (the agent's tool hooks, ``local.hooked``),
+    wrapped around saved plans too: a ``plan__*`` call is a tool call like any other.
 
     ``models`` maps the names a step may give in ``model`` to Strands models (or
     factories); ``default_model`` serves steps that name none (the parent
@@ -65,6 +69,8 @@ def agent_steps(
         registry, list(plannable), default_model=default_model is not None, models=models_named
     )
     invoke = saved_plans(invoke, catalog, lambda: invoke_with_agents, registry.timeouts())
+    if around is not None:
+        invoke = around(invoke)
 
     async def invoke_with_agents(tool: str, args: dict[str, Any]) -> Any:
         if tool != AGENT_TOOL:

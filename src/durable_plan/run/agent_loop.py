@@ -24,7 +24,7 @@ from strands.hooks import AfterModelCallEvent, AfterToolCallEvent, HookProvider,
 from strands.types.exceptions import StructuredOutputException
 
 from durable_plan.check.json_schema import validator_for
-from durable_plan.language.step_path import StepPathError, parse
+from durable_plan.language.step_path import StepPath, StepPathError, parse
 from durable_plan.run.events import SILENT, Emitter, add_usage, usage_of
 
 ANSWER_TOOL = "answer"
@@ -80,6 +80,10 @@ def output_model(schema: Mapping[str, Any]) -> type[BaseModel]:
     return Answer
 
 
+SPARE_NTH = 1000
+"""Where ``spare_call_path`` numbers from: past any count of calls one message can hold."""
+
+
 class RoundTracker(HookProvider):
     """Counts model rounds and their tokens, records each tool call with the round that
     made it, and says so as events (``agent_round``, ``agent_tool_call``): the one source
@@ -112,6 +116,14 @@ class RoundTracker(HookProvider):
             )
         except StepPathError:
             return None
+
+    def spare_call_path(self, tool: str, serial: int) -> str:
+        """A path no numbered call of the round can have (``<tool>~<SPARE_NTH + serial>``),
+        for a call the message cannot name apart: a ``toolUseId`` the model repeated in one
+        message, or a loop without a step. Two calls sharing an activity id would have the
+        server refuse the workflow task on every retry."""
+        step = parse(self._step) if self._step else StepPath.of("agent")
+        return str(step.round(max(self.rounds, 1)).call(tool, SPARE_NTH + serial))
 
     def _number_calls(self, message: Mapping[str, Any] | None) -> None:
         seen: dict[str, int] = {}

@@ -23,7 +23,6 @@ from durable_plan.language.errors import PlanRejected, StepFailure
 from durable_plan.language.plan import DEFAULT_MAX_STEPS, PlanResult
 from durable_plan.language.plan_limits import truncate_text
 from durable_plan.language.step_path import (
-    SEPARATOR,
     Segment,
     StepPath,
     StepPathError,
@@ -70,14 +69,21 @@ class Nesting:
     def inner(self, call_path: str) -> Nesting:
         """The nesting of the saved plan that the call at ``call_path`` (a path in this
         plan: its step id, or an item's or an agent round's path) runs."""
-        full = f"{self.path_prefix}{SEPARATOR}plan.{call_path}" if self.path_prefix else call_path
-        return Nesting(full, self.breakpoints)
+        return Nesting(rooted(self.path_prefix, call_path), self.breakpoints)
 
     def step_path(self, step_id: str) -> str:
         """The full path of this plan's step (or call) ``step_id``."""
-        if not self.path_prefix:
-            return step_id
-        return f"{self.path_prefix}{SEPARATOR}plan.{step_id}"
+        return rooted(self.path_prefix, step_id)
+
+    def check_depth(self, tool: str) -> None:
+        """``StepFailure`` when this nesting (the saved plan ``tool``'s run) passes
+        ``MAX_PLAN_DEPTH``: the caller's check refuses that, so only a hand-written input
+        gets here; both runners refuse it with these words."""
+        if self.depth > MAX_PLAN_DEPTH:
+            raise StepFailure(
+                f"{tool} at {self.path_prefix}: saved plans nest at most {MAX_PLAN_DEPTH} "
+                "deep; flatten one level (run its steps in the plan that calls it)"
+            )
 
 
 def saved_plan_inputs(
@@ -121,10 +127,7 @@ def check_saved_call(
     rejection (the catalogue changed since it registered) or a nesting past
     ``MAX_PLAN_DEPTH`` (a hand-written input: the caller's check refuses it) is the step's
     failure, before anything of it runs."""
-    if nesting.depth > MAX_PLAN_DEPTH:
-        raise StepFailure(
-            f"{tool} at {nesting.path_prefix}: saved plans nest at most {MAX_PLAN_DEPTH} deep"
-        )
+    nesting.check_depth(tool)
     saved = saved_plan_of(catalog, tool)
     inputs = saved.get("inputs")
     properties = inputs.get("properties") if isinstance(inputs, Mapping) else None

@@ -77,15 +77,19 @@ async def submit_plan(plugin: Submitting, tool_use: ToolUse, agent: Any) -> Tool
                 plugin, checked, registry, catalog, tool_use_id, hooks, agent, recall
             )
         else:
-            invoker = _invoker_for(registry, agent)
-            if hooks is not None and hooks.active:
-                invoker = hooked_invoker(invoker, hooks, tool_use_id, plugin.hooked_tools)
+            active = hooks if hooks is not None and hooks.active else None
             invoker = agent_steps(
-                invoker,
+                _invoker_for(registry, agent),
                 registry,
                 catalog.plannable,
                 models=plugin.models,
                 default_model=getattr(agent, "model", None),
+                # Around saved plans' calls too (``plan__*``), as durably (``Stages``).
+                around=(
+                    (lambda inv: hooked_invoker(inv, active, tool_use_id, plugin.hooked_tools))
+                    if active is not None
+                    else None
+                ),
             )
             result = await run_checked(
                 checked, invoker, tool_timeouts=registry.timeouts(), recall=recall

@@ -25,6 +25,7 @@ from durable_plan.local.runner import execute_plan
 from durable_plan.temporal.wire.workflow_inputs import AgentStepInput, PlanInput
 from durable_plan.temporal.workflows.agent_workflow import AgentStepWorkflow
 from durable_plan.testing import ScriptedModel, TurnLike, call, model_calls, say
+from durable_plan.testing.script_items import ToolCall, turn
 from durable_plan.testing.scripted_model import output
 from durable_plan.tools.registry import ToolRegistry
 from tests.support.helpers import until_progress
@@ -138,6 +139,15 @@ SCRIPTS: dict[str, list[TurnLike]] = {
     "first of two": [call("look_up_monster", name="ogre"), output({"flees": False, "reason": "a"})],
     "second of two": [call("count_allies", name="orc"), output({"flees": True, "reason": "b"})],
     "needs help": [call("summon", name="goblin"), output({"flees": False, "reason": "helped"})],
+    # A model that repeats a toolUseId in one message (the review's hole: both calls got one
+    # path, so one activity id, and the server refused the workflow task forever).
+    "same id twice": [
+        turn(
+            ToolCall("look_up_monster", {"name": "goblin"}, "dup"),
+            ToolCall("look_up_monster", {"name": "ogre"}, "dup"),
+        ),
+        output({"flees": False, "reason": "two lookups"}),
+    ],
 }
 
 
@@ -337,6 +347,24 @@ async def test_a_durable_agent_step_runs_in_its_own_child_workflow(
     ]
     assert "core_patch" not in markers, markers
     await _replays(plan_history, child_history)
+
+
+async def test_a_repeated_tool_use_id_gets_an_activity_id_of_its_own(
+    agent_client: Client, task_queue: str
+) -> None:
+    plan = prompt_plan("same id twice", tools=["look_up_*"])
+    result, handle = await run_durable(agent_client, task_queue, plan)
+    assert result.outcome("morale").status == "ok", result.ledger
+    child = agent_client.get_workflow_handle(f"{handle.id}/agent/morale")
+    ids = [
+        e.activity_task_scheduled_event_attributes.activity_id
+        for e in (await child.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name != "invoke_model"
+    ]
+    assert len(ids) == 2 and len(set(ids)) == 2, ids
+    assert ids[0] == "morale/agent.1/look_up_monster~2", ids  # the message numbered both ~2
+    assert ids[1].startswith("morale/agent.1/look_up_monster~10"), ids
 
 
 def _start_input(history: WorkflowHistory) -> Any:

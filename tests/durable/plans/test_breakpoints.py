@@ -11,8 +11,9 @@ each case runs in-process too and the ledgers must match.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from durable_plan.language.step_path import StepPathError
 from durable_plan.local.runner import execute_plan
 from durable_plan.run.breakpoints import Pause
 from durable_plan.temporal.client.start import PlanHandle
+from durable_plan.temporal.workflows.pauses import MAX_PAUSED_BYTES
+from durable_plan.temporal.workflows.plan_status import PLAN_STATUS
 from tests.support.breakpoint_cases import (
     AGENT,
     CALLS,
@@ -321,3 +324,141 @@ async def test_an_agent_call_pauses_then_awaits_approval_addressed_from_the_plan
         await handle.decide("back/agent.1/refund", True, args_digest=digest)
         result = await asyncio.wait_for(handle.result(), WAIT_S)
     assert result.returned["back"]["output"] == {"total": 5} and CALLS == ["refund 5"]
+
+
+async def details(handle: Any) -> str:
+    """The web UI's current details (the built-in metadata query)."""
+    return str((await handle.query("__temporal_workflow_metadata")).current_details)
+
+
+async def plan_status_of(handle: PlanHandle) -> str | None:
+    return (await handle.handle.describe()).typed_search_attributes.get(PLAN_STATUS)
+
+
+async def until_details(handle: Any, ok: Callable[[str], bool], what: str) -> str:
+    deadline = time.monotonic() + WAIT_S
+    text = ""
+    while time.monotonic() < deadline:
+        text = await details(handle)
+        if ok(text):
+            return text
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the details never {what}: {text!r}")
+
+
+async def test_an_abort_sent_to_an_agent_steps_child_ends_the_whole_plan(
+    bp_client: Client, task_queue: str
+) -> None:
+    """Review finding 5: a call paused inside an agent step's child told the person to
+    answer ``<child id> <own path>``, and ``abort`` there cancelled only the child: the
+    agent step failed and the rest of the plan ran on. Now the details address the call
+    from the top-level plan, and an abort sent to the child cancels the plan itself."""
+    plan = {"steps": [*AGENT["steps"], {"id": "other", "tool": "fetch", "args": {"n": 2}}]}
+    async with plan_worker(bp_client, task_queue=task_queue, registry=REGISTRY):
+        handle = await start(bp_client, task_queue, plan, ["ag", "other"])
+        paused = await until_paused(handle, "ag/agent.1/fetch", "other")
+        inner = next(p for p in paused if p["path"] == "ag/agent.1/fetch")
+        child = PlanHandle(bp_client.get_workflow_handle(f"{handle.id}/agent/ag"))
+        shown = await details(child.handle)
+        assert f"durable-plan continue {handle.id} ag/agent.1/fetch" in shown
+        await child.abort(inner["call"])  # by the child's own id, as an old page said
+        with pytest.raises(Exception):  # noqa: B017 (cancelled)
+            await asyncio.wait_for(handle.result(), WAIT_S)
+        description = await handle.handle.describe()
+    assert description.status == WorkflowExecutionStatus.CANCELED
+    assert CALLS == []
+
+
+async def test_a_pause_and_an_approval_share_the_details_and_the_status(
+    bp_client: Client, task_queue: str
+) -> None:
+    """Review finding 6: each desk kept the details it found when its first call opened and
+    put them back when its last closed, so continuing a pause wiped a pending approval's
+    details; and a pause never showed in ``PlanStatus``. Now one drawing of both desks'
+    open calls, and ``paused`` in the list (``awaiting_approval`` wins when both wait)."""
+    plan = {
+        "steps": [
+            {"id": "r", "tool": "refund", "args": {"cents": 300}},
+            {"id": "x", "tool": "charge", "args": {"cents": 7}},
+        ]
+    }
+    async with plan_worker(bp_client, task_queue=task_queue, registry=REGISTRY):
+        handle = await start(bp_client, task_queue, plan, ["r", "x"])
+        await until_paused(handle, "r", "x")
+        assert await plan_status_of(handle) == "paused"
+        await handle.continue_("r")
+        line = await until_phase(handle, "r", "awaiting_approval")
+        both = await until_details(
+            handle.handle, lambda t: "Awaiting approval" in t, "showed the approval"
+        )
+        assert "**Paused at** `x`" in both
+        assert await plan_status_of(handle) == "awaiting_approval"
+        await handle.continue_("x")
+        left = await until_details(
+            handle.handle, lambda t: "Paused at" not in t, "let the answered pause go"
+        )
+        assert "**Awaiting approval**" in left and "`r`" in left, left
+        assert await plan_status_of(handle) == "awaiting_approval"
+        await handle.decide("r", True, args_digest=line["args_digest"])
+        result = await asyncio.wait_for(handle.result(), WAIT_S)
+        assert await plan_status_of(handle) == "ok"
+    assert result.ok and sorted(CALLS) == ["charge 7", "refund 300"]
+
+
+async def blob(size: int) -> dict[str, Any]:
+    """Make a long text.
+
+    Args:
+        size: its length
+
+    Returns:
+        {"text": str}
+    """
+    return {"text": "x" * size}
+
+
+async def keep(text: str) -> dict[str, Any]:
+    """Keep a text.
+
+    Args:
+        text: the text
+
+    Returns:
+        {"kept": int}
+    """
+    return {"kept": len(text)}
+
+
+async def test_the_paused_query_stays_within_its_budget_with_many_large_pauses(
+    bp_client: Client, task_queue: str
+) -> None:
+    """Review finding 9: each pause's scope was bounded, its arguments were not, and there
+    was no budget across pauses: sixteen parallel steps paused with 200 KB arguments (and
+    a scope as large) made the ``paused`` query's answer several MiB, and it failed, so
+    ``paused()``, ``show`` and ``continue <wf>`` all did. Now ``MAX_PAUSED_BYTES`` in all:
+    the first pauses whole, the rest as previews, every path still listed."""
+    tools = registry()
+    tools.add(blob)
+    tools.add(keep)
+    size = 200_000
+    keeps = [f"k{n}" for n in range(16)]
+    plan = {
+        "steps": [
+            {"id": "big", "tool": "blob", "args": {"size": size}},
+            *({"id": k, "tool": "keep", "bind": {"text": "steps.big.text"}} for k in keeps),
+        ]
+    }
+    async with plan_worker(bp_client, task_queue=task_queue, registry=tools):
+        CALLS.clear()
+        handle = await start_plan(
+            bp_client, plan, task_queue=task_queue, registry=tools, breakpoints=["k*"]
+        )
+        paused = await until_paused(handle, *keeps)
+        assert len(json.dumps(paused)) <= MAX_PAUSED_BYTES + 64 * 1024
+        assert paused[0]["args"] == {"text": "x" * size}  # the first whole
+        previews = [p for p in paused if "omitted" in p["args"]]
+        assert previews and previews[-1]["args"]["preview"].startswith('{"text":"xxx')
+        assert "bytes as JSON, past the" in previews[-1]["args"]["omitted"]
+        await handle.abort("k0")
+        with pytest.raises(Exception):  # noqa: B017 (cancelled)
+            await asyncio.wait_for(handle.result(), WAIT_S)

@@ -356,3 +356,27 @@ async def test_an_unanswered_attribute_question_counts_as_not_registered(
         assert not await namespace_has_plan_status(client, timedelta(microseconds=1))
     assert "did not say within" in caplog.text
     assert await namespace_has_plan_status(client)  # the same server, given time
+
+
+def test_two_desks_draw_one_details_and_give_back_what_was_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review finding 6: each desk kept the details it found when its first call opened and
+    put them back when its last closed, so one desk's close wiped the other's open calls
+    (or brought back a stale text). Now one drawing of every desk's open calls; what the
+    details were before any wait (a conversation's own) comes back when the last closes."""
+    desk, details, _ = _desk(monkeypatch)
+    details.set_current_details("the conversation's own details")
+    paused: list[str] = []
+    desk.waits.add(lambda: bool(paused), lambda limit: f"**Paused at** `{paused[0]}`")
+    paused.append("x")
+    desk.waits.redraw()
+    desk.open("r", {"cents": 3}, "refund")
+    both = details.shown[-1]
+    assert "**Paused at** `x`" in both and "**Awaiting approval**" in both
+    assert len(both) <= plan_status.MAX_DETAILS_CHARS
+    paused.clear()
+    desk.waits.redraw()
+    assert "Paused at" not in details.shown[-1] and "`r`" in details.shown[-1]
+    desk.close("r")
+    assert details.shown[-1] == "the conversation's own details"

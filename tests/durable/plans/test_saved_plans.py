@@ -9,12 +9,15 @@ registering; the caller's plannable patterns holding inside.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from strands import Agent
+from strands.hooks import BeforeToolCallEvent
 from temporalio.client import Client
 from temporalio.strands_agents import StrandsPlugin
 
@@ -24,10 +27,13 @@ from durable_plan.check.plan_file.records import PlanFileError
 from durable_plan.language.errors import PlanRejected
 from durable_plan.language.plan import PlanResult
 from durable_plan.local.runner import execute_plan
-from durable_plan.testing import ScriptedModel, call
+from durable_plan.strands.plugin import WorkflowPlanPlugin
+from durable_plan.testing import ScriptedModel, call, say
 from durable_plan.testing.scripted_model import output
+from durable_plan.tools.approval import ApprovalPolicy
 from durable_plan.tools.registry import ToolRegistry
 from tests.support.crash_tools import FAST_SLEEP_S, crash_registry
+from tests.support.helpers import until_phase
 from tests.support.worker_processes import (
     in_flight,
     kill_and_replace,
@@ -611,3 +617,52 @@ def test_a_saved_plan_is_a_plans_tool_never_a_direct_one() -> None:
     direct = {t.tool_name for t in durable_tools(REGISTRY)}
     assert direct == {"lookup", "numbers", "square"}
     assert "plan__fetch" in REGISTRY.catalog().plannable
+
+
+# -- the owner's rules hold for the saved plan's call itself ---------------------------------
+
+
+def forbid_fetch(event: BeforeToolCallEvent) -> None:
+    if event.tool_use["name"] == "plan__fetch":
+        event.cancel_tool = "fetching is not allowed"
+
+
+def test_in_process_a_before_hook_cancels_a_steps_saved_plan_call() -> None:
+    CALLED.clear()
+    plan = {"steps": [{"id": "one", "tool": "plan__fetch", "args": {"who": "orc"}}]}
+    agent = Agent(
+        model=ScriptedModel([call("submit_workflow_plan", **plan), say("refused")]),
+        tools=[],
+        plugins=[WorkflowPlanPlugin(registry=REGISTRY)],
+        callback_handler=None,
+    )
+    agent.hooks.add_callback(BeforeToolCallEvent, forbid_fetch)
+    agent("fetch the orc")
+    assert CALLED == [], "the hook kept the saved plan from running"
+    texts = [
+        json.dumps(block["toolResult"])
+        for message in agent.messages
+        for block in message["content"]
+        if "toolResult" in block
+    ]
+    assert any("cancelled by a hook: fetching is not allowed" in t for t in texts), texts
+
+
+async def test_durably_a_gated_saved_plan_waits_for_approval(
+    agent_client: Client, task_queue: str
+) -> None:
+    """``approval_required=["plan__fetch"]``: the step's call waits for a person before its
+    child starts (it ran unasked when saved-plan steps skipped the call's stages)."""
+    CALLED.clear()
+    gated = ApprovalPolicy.of(["plan__fetch"]).options(REGISTRY.options())
+    plan = {"steps": [{"id": "one", "tool": "plan__fetch", "args": {"who": "orc"}}]}
+    async with plan_worker(agent_client, task_queue=task_queue, registry=REGISTRY):
+        handle = await start_plan(agent_client, plan, task_queue=task_queue, registry=gated)
+        line = await until_phase(handle, "one", "awaiting_approval", timeout_s=15)
+        assert line["args"] == {"who": "orc"}
+        assert CALLED == [], "nothing of the saved plan ran before the approval"
+        await handle.decide("one", approved=True, args_digest=line["args_digest"])
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.ok, result.ledger
+    assert result.returned["one"] == {"look": {"name": "orc", "hp": 3}}
+    assert CALLED == ["orc"]

@@ -118,3 +118,26 @@ def test_under_and_hops_name_the_workflows_a_call_runs_in() -> None:
     assert deep.hops() == [("plan", "e4"), ("agent", "fetch")]
     assert deep.within_run() == "fetch/agent.1/look"
     assert rooted("e4", "fetch/agent.1/look") == str(deep) and rooted("", "e1") == "e1"
+
+
+def test_the_deepest_nesting_the_check_allows_is_a_path() -> None:
+    """Four saved plans deep, each a map whose body is an agent calling the next: every
+    level adds its step, an item, a round and a call (the review found 16 segments too few)."""
+    path = StepPath.of("e1")
+    for level in range(4):  # MAX_PLAN_DEPTH
+        path = path.item(0).round(1).call(f"plan__p{level}").saved_step("s")
+    path = path.item(0).round(1).call("look_up")  # the deepest plan's own call
+    assert parse(str(path)) == path
+
+
+def test_a_pattern_that_would_backtrack_is_matched_at_once() -> None:
+    """A regex of ``[^/]*`` per ``*`` took minutes on this (holding the worker's GIL)."""
+    pattern = "e1/" + "*a" * 30 + "*b"
+    assert check_pattern(pattern) == pattern
+    assert not matches(pattern, "e1/" + "a" * 120)
+    assert matches(pattern, "e1/" + "a" * 40 + "b")
+
+
+def test_a_pattern_longer_than_any_path_is_refused() -> None:
+    with pytest.raises(StepPathError, match="at most"):
+        check_pattern("e" + "1" * 600)

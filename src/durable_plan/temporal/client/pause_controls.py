@@ -77,18 +77,22 @@ class PauseControls:
 
     async def _update(self, path: str, name: str, arg: Callable[[str], Any]) -> Any:
         """Send update ``name`` to the workflow holding the call at ``path``, with
-        ``arg(<the call's id there>)``. A handle on an agent step's own child workflow is
-        given the path too: when the child it routes to does not exist, the call is asked
-        of this workflow."""
+        ``arg(<the call's id there>)``; its answer."""
+        return (await self._send(path, name, arg))[1]
+
+    async def _send(self, path: str, name: str, arg: Callable[[str], Any]) -> tuple[str, Any]:
+        """``_update``, and the id of the workflow that answered. A handle on an agent
+        step's own child workflow is given the path too: when the child it routes to does
+        not exist, the call is asked of this workflow."""
         target, call = route(self.handle.id, path)
         if target != self.handle.id:
             routed = self.handle._client.get_workflow_handle(target)
             try:
-                return await routed.execute_update(name, arg(call))
+                return target, await routed.execute_update(name, arg(call))
             except RPCError as exc:
                 if exc.status != RPCStatusCode.NOT_FOUND:
                     raise
-        return await self.handle.execute_update(name, arg(call))
+        return self.handle.id, await self.handle.execute_update(name, arg(call))
 
     async def paused(self) -> list[dict[str, Any]]:
         """Every call paused now, in this plan and in the child workflows it runs (agent
@@ -98,19 +102,25 @@ class PauseControls:
 
     async def answer(self, path: str, action: str) -> str:
         """Answer the call paused at ``path`` (``ValueError`` when none is paused there).
-        ``abort`` then cancels the plan, which ends cancelled with its ledger."""
+        ``abort`` then cancels the plan, which ends cancelled with its ledger: a call paused
+        in a child workflow (an agent step's, a saved plan's) cancels the top-level plan
+        itself (``pauses.PauseDesk``), one in this handle's workflow is cancelled here."""
         checked: Action = check_action(action)
         try:
-            said: str = await self._update(
+            answered_by, said = await self._send(
                 path, ANSWER_UPDATE, lambda call: {"path": call, "action": checked}
             )
         except WorkflowUpdateFailedError as exc:
             raise ValueError(failure_message(exc)) from None
         except RPCError as exc:
             raise ValueError(f"{path}: {exc.message}") from None
-        if checked == "abort":
-            await self.handle.cancel()
-        return said
+        if checked == "abort" and answered_by == self.handle.id:
+            try:
+                await self.handle.cancel()
+            except RPCError as exc:  # a child's handle: the plan it aborted ended it already
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        return str(said)
 
     async def continue_(self, path: str) -> str:
         """Let the call paused at ``path`` go on (its approval, if any, still applies)."""

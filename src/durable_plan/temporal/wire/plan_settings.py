@@ -155,6 +155,18 @@ class Debugging:
     path_prefix: str = field(default="", metadata=BY_PLUGIN)
     """The path of the call that started this run ("" for a top-level plan): a saved
     plan's steps are ``<prefix>/plan.<step>`` (``step_path.rooted``)."""
+    root_workflow_id: str = field(default="", metadata=BY_PLUGIN)
+    """The top-level plan's workflow id ("": this run is the top-level plan; the plan
+    workflow fills it in with its own, ``rooted_at``, before it starts any child). A pause
+    in a child workflow (an agent step's, a saved plan's) names its call from there, and
+    its ``abort`` cancels that plan, not just the child."""
+
+    def rooted_at(self, workflow_id: str) -> Debugging:
+        """This record for a run whose workflow id is ``workflow_id``: the top-level plan's
+        id kept when a parent set it, else this run's own (it is the top-level plan)."""
+        if self.root_workflow_id:
+            return self
+        return replace(self, root_workflow_id=workflow_id)
 
     def __post_init__(self) -> None:
         # From JSON the patterns arrive as a list; kept as a tuple (frozen, comparable).

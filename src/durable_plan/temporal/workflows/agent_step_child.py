@@ -44,12 +44,13 @@ async def run_agent_step_child(
     # its agent steps without a fairness key).
     routed = any(request.tools[name].task_queue for name in spec.tools)
     tools = {name: request.tools[name] for name in spec.tools}
+    plan_tools = {n: request.tools[n] for n in tools_inside(spec.tools, request.tools)}
     step_input = AgentStepInput(
         step_id=call.step_id,
         prompt=spec.prompt,
         output_schema=spec.output_schema,
         tools=tools,
-        plan_tools={n: request.tools[n] for n in tools_inside(spec.tools, request.tools)},
+        plan_tools=plan_tools,
         max_iterations=spec.max_iterations,
         model=spec.model,
         system_prompt=spec.system_prompt,
@@ -60,7 +61,8 @@ async def run_agent_step_child(
         storage=request.storage,
         visibility=request.visibility,
         debugging=request.debugging,  # its calls pause, and are named from the root
-        chain=own_chain(request.chain, tools),  # its sandbox tools: the plan's environment
+        # Its sandbox tools, and those of the saved plans it may call: the plan's environment.
+        chain=own_chain(request.chain, {**tools, **plan_tools}),
     )
     wire = step_input.to_wire()
     verdict = await admission.enter(json_size(wire), wanted=wanted)

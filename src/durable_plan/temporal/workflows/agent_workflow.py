@@ -73,6 +73,8 @@ class AgentStepWorkflow(ApprovalHandlers, PauseHandlers):
         self.desk = ApprovalDesk(None)  # call ids are made as the loop runs
         self.pauses = PauseDesk()
         self.calls = 0
+        self.call_ids: set[str] = set()
+        """Every call id issued (activity ids must differ within the workflow)."""
         self.admission: Admission | None = None
         self.hooks: HookAsker | None = None
         self.stream = PlanEventStream()
@@ -92,7 +94,12 @@ class AgentStepWorkflow(ApprovalHandlers, PauseHandlers):
         self.tracker = RoundTracker(events, request.step_id)
         self.desk.events = events
         self.pauses = PauseDesk(
-            Breakpoints(request.debugging.breakpoints), events, request.debugging.path_prefix
+            Breakpoints(request.debugging.breakpoints),
+            events,
+            request.debugging.path_prefix,
+            # The plan sets it (``Debugging.rooted_at``); an input built by hand: the parent.
+            root_workflow_id=request.debugging.root_workflow_id or plan_id,
+            waits=self.desk.waits,  # one drawing of the details for both kinds of wait
         )
         try:
             return RawValue(json_payload(await self._run(request)))
@@ -231,7 +238,10 @@ class ActivityTool(NamedTool):
         round_ = owner.tracker.rounds
         # Its path (``e1/agent.2/lookup``, ``~2`` for a second call in the round) is its
         # activity id, its approval's and its pause's name (``language.step_path``).
-        call_id = owner.tracker.call_path(tool_use) or f"{round_}/{self._name}/{owner.calls}"
+        call_id = owner.tracker.call_path(tool_use)
+        if call_id is None or call_id in owner.call_ids:  # a toolUseId repeated in a message
+            call_id = owner.tracker.spare_call_path(self._name, owner.calls)
+        owner.call_ids.add(call_id)
         args = dict(tool_use.get("input") or {})
         stages = Stages(owner.hooks, owner.desk, owner.admission, owner.pauses)
         outcome = await stages.run(

@@ -5,8 +5,9 @@ arguments are bound and shown in ``progress``; a signal that arrives early (or
 names the wrong step, or carries the digest of other arguments) is refused,
 recorded where ``progress`` shows it, and ignored. Bookkeeping, so the workflow's
 handlers stay one line each; its one Temporal call is the web UI's current details,
-which name every call awaiting a person while any does (``plan_status``): a wait for a
-person never looks idle.
+which name every call awaiting a person while any does, beside the calls paused at a
+breakpoint (``plan_status.PersonWaits``, shared with the pause desk): a wait for a person
+never looks idle.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from durable_plan.language.plan_limits import truncate_text
 from durable_plan.language.step_path import StepPathError, parse
 from durable_plan.run.events import SILENT, Emitter
 from durable_plan.temporal.wire.messages import ApprovalDecision
-from durable_plan.temporal.workflows.plan_status import awaiting_details, set_details
+from durable_plan.temporal.workflows.plan_status import (
+    MAX_DETAILS_CHARS,
+    PersonWaits,
+    awaiting_details,
+)
 
 APPROVE_SIGNAL = "approve_step"
 """The signal a person's decision arrives by (fire-and-forget), on every workflow with a desk:
@@ -40,13 +45,18 @@ class ApprovalDesk:
         step_ids: Iterable[str] | None,
         events: Emitter = SILENT,
         on_waiting: Callable[[bool], None] | None = None,
+        waits: PersonWaits | None = None,
     ) -> None:
         """``step_ids``: the ids refusals are recorded for (None: any, at most
         ``MAX_IDS_WITH_REFUSALS`` of them); ``events``: where a call awaiting a person
         and the decision are announced (plan steps, items and agent tool calls alike);
         ``on_waiting``: told when the first call starts waiting (True) and the last one
-        stops (False), as the plan's status attribute is (``plan_status``)."""
+        stops (False), as the plan's status attribute is (``plan_status``); ``waits``: the
+        workflow's calls waiting for a person, which draw its details (its own when
+        none is given; a pause desk shares it: ``PauseDesk(waits=desk.waits)``)."""
         self.events = events
+        self.waits = waits if waits is not None else PersonWaits()
+        self.waits.add(lambda: bool(self._awaiting), self._section)
         self.on_waiting = on_waiting
         self._known = frozenset(step_ids) if step_ids is not None else None
         self._awaiting: dict[str, tuple[dict[str, Any], str]] = {}
@@ -55,7 +65,6 @@ class ApprovalDesk:
         self._tools: dict[str, str | None] = {}
         self._decisions: dict[str, ApprovalDecision] = {}
         self._refused: dict[str, list[str]] = {}
-        self._details_before: str | None = None
 
     def open(self, step_id: str, args: dict[str, Any], tool: str | None = None) -> None:
         """The step waits for a person, who will see (and may bind to) these arguments."""
@@ -64,34 +73,27 @@ class ApprovalDesk:
         self._awaiting[step_id] = (args, digest)
         self._tools[step_id] = tool
         self.events.emit("awaiting_approval", **_where(step_id), detail={"args_digest": digest})
-        if first:
-            self._details_before = workflow.get_current_details()
-            if self.on_waiting is not None:
-                self.on_waiting(True)
-        self._show()
+        if first and self.on_waiting is not None:
+            self.on_waiting(True)
+        self.waits.redraw()
 
     def close(self, step_id: str) -> None:
         if self._awaiting.pop(step_id, None) is None:
             return
         self._tools.pop(step_id, None)
-        if self._awaiting:
-            self._show()
-            return
-        # The wait is over: the workflow's details are what they were before it.
-        set_details(self._details_before or "")
-        self._details_before = None
-        if self.on_waiting is not None:
+        self.waits.redraw()
+        if not self._awaiting and self.on_waiting is not None:
             self.on_waiting(False)
 
-    def _show(self) -> None:
-        """The web UI's current details name every call awaiting a person (its tool, its
-        arguments' digest, the command that answers it): a wait never looks idle."""
+    def _section(self, limit: int = MAX_DETAILS_CHARS) -> str:
+        """The web UI's current details' part for approvals: every call awaiting a person
+        (its tool, its arguments' digest, the command that answers it)."""
         info = workflow.info()
         calls = [
             (call_id, self._tools.get(call_id), digest)
             for call_id, (_args, digest) in self._awaiting.items()
         ]
-        set_details(awaiting_details(calls, info.workflow_id, info.namespace))
+        return awaiting_details(calls, info.workflow_id, info.namespace, limit)
 
     def is_awaiting(self, step_id: str) -> bool:
         return step_id in self._awaiting
@@ -182,10 +184,15 @@ async def await_decision(
     else the rejection text. Workflow code: the one wait for a person, for plan steps, map
     items and tool calls inside agent steps alike."""
     desk.open(call_id, args, tool)
+    evicted = False
     try:
         await workflow.wait_condition(lambda: desk.decision(call_id) is not None)
+    except GeneratorExit:  # the worker evicted the run: no workflow call may be made
+        evicted = True
+        raise
     finally:
-        desk.close(call_id)
+        if not evicted:
+            desk.close(call_id)
     decision = desk.decision(call_id)
     if decision is None:  # unreachable: the wait ends only with a decision; never approve
         return "no decision was recorded"

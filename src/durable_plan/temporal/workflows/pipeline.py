@@ -50,6 +50,7 @@ class Stages:
         wanted: Wanted = ALWAYS,
         size: int | None = None,
         scope: Callable[[], dict[str, Any] | None] | None = None,
+        carried: int = 0,
     ) -> Outcome | None:
         """The call through every stage; None when ``wanted`` says the plan stopped before
         it started (a ``fail_fast`` stop: the engine records it as skipped).
@@ -60,7 +61,9 @@ class Stages:
 
         ``execute`` gets the arguments as the hooks left them and runs the activity.
         ``size``: ``args`` as JSON, when the caller measured it already (a hook that
-        rewrites them has them measured again)."""
+        rewrites them has them measured again). ``carried``: what the command carries
+        besides the arguments (a saved plan's child input: its plan and the tool table,
+        ``saved_plan_child.saved_plan_call_size``), counted whatever the hooks did."""
         if self.pauses is not None and self.pauses.wants(call_id, tool):
             if not wanted():
                 return None
@@ -83,7 +86,7 @@ class Stages:
             if rejected is not None:
                 return False, rejected, 0.0, 0
         verdict = await self.admission.enter(
-            json_size(args) if size is None else size, wanted=wanted
+            (json_size(args) if size is None else size) + carried, wanted=wanted
         )
         if verdict == "withdrawn":
             return None

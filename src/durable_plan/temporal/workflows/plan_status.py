@@ -4,7 +4,10 @@ A plan workflow whose step failed returns its ``PlanResult`` normally, so Tempor
 it COMPLETED, green, whatever the result says; a plan waiting for a person shows "No
 Current Details" and looks idle. Two things fix that, both where operators look:
 
-- the ``PlanStatus`` search attribute (Keyword): ``running``, ``awaiting_approval``, then
+- the ``PlanStatus`` search attribute (Keyword): ``running``, ``awaiting_approval`` (a
+  call awaits a person's decision), ``paused`` (a call is paused at a breakpoint, and none
+  awaits a decision: an approvals queue filtering ``awaiting_approval`` keeps every plan
+  it must answer), then
   one of ``ok``, ``failed`` (a step failed, or an ``exit`` step with status error),
   ``exited`` (an ``exit`` step with status success ended it early), ``rejected`` (the
   workflow refused the plan) or ``cancelled``. The workflow list shows it as a column and
@@ -13,9 +16,11 @@ Current Details" and looks idle. Two things fix that, both where operators look:
   result says, in the list.
 - the workflow's current details (``workflow.set_current_details``, Markdown, read back by
   the built-in ``__temporal_workflow_metadata`` query): every call awaiting a person, with
-  its tool, arguments' digest and the command that answers it (``approvals``), then the
-  plan's outcome (the failed steps and their errors) once it ends. Nothing of it is in the
-  history: it is asked of the worker, so it costs nothing per plan.
+  its tool, arguments' digest and the command that answers it (``approvals``) and every
+  call paused at a breakpoint with the commands that answer it (``pauses``), drawn
+  together by one ``PersonWaits`` from both desks' open calls, then the plan's outcome
+  (the failed steps and their errors) once it ends. Nothing of it is in the history: it
+  is asked of the worker, so it costs nothing per plan.
 
 Upserting a search attribute the namespace has not registered fails the workflow task, and
 Temporal retries it forever (``BadSearchAttributes``): a plan stuck, not ended. So a plan
@@ -32,7 +37,7 @@ the plan is (its steps by level); what it is doing now is in the details. Workfl
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
 from temporalio import workflow
@@ -44,6 +49,7 @@ __all__ = [
     "PLAN_STATUS",
     "PLAN_STATUS_ATTRIBUTE",
     "REGISTER_COMMAND",
+    "PersonWaits",
     "PlanStatus",
     "StatusBoard",
     "awaiting_details",
@@ -63,7 +69,7 @@ REGISTER_COMMAND: Final = (
 """Registers the attribute on a server of your own (our dev servers do it at start)."""
 
 PlanStatus = Literal[
-    "running", "awaiting_approval", "ok", "failed", "exited", "rejected", "cancelled"
+    "running", "awaiting_approval", "paused", "ok", "failed", "exited", "rejected", "cancelled"
 ]
 
 MAX_CALLS_SHOWN = 10
@@ -107,12 +113,15 @@ def _code(text: str) -> str:
 
 
 def awaiting_details(
-    calls: Sequence[tuple[str, str | None, str]], workflow_id: str, namespace: str
+    calls: Sequence[tuple[str, str | None, str]],
+    workflow_id: str,
+    namespace: str,
+    limit: int = MAX_DETAILS_CHARS,
 ) -> str:
     """Markdown naming every call awaiting a person: its id, tool, arguments' digest and
     the command that approves it (``calls``: id, tool, digest).
 
-    Whole calls only, as many as fit in ``MAX_DETAILS_CHARS`` (at most ``MAX_CALLS_SHOWN``;
+    Whole calls only, as many as fit in ``limit`` characters (at most ``MAX_CALLS_SHOWN``;
     the rest are counted): a command cut in the middle could not be pasted, and the ids
     (a model's ``toolUseId`` for a direct call) and the workflow id may be long."""
     head = f"**Awaiting approval**: {len(calls)} call{'s' * (len(calls) != 1)}"
@@ -122,7 +131,7 @@ def awaiting_details(
         "than 127.0.0.1:7233. `durable-plan show` lists the arguments.",
     ]
     namespace_flag = f" --namespace {namespace}" if namespace != "default" else ""
-    room = MAX_DETAILS_CHARS - len(head) - sum(len(t) + 1 for t in tail) - 80  # "… more"
+    room = limit - len(head) - sum(len(t) + 1 for t in tail) - 80  # "… more"
     shown: list[str] = []
     for call_id, tool, digest in calls[:MAX_CALLS_SHOWN]:
         tool_text = f" · tool {_code(tool)}" if tool else ""
@@ -179,6 +188,44 @@ def outcome_details(result: Any) -> str:
     return "\n".join(lines).rstrip()
 
 
+_WAITS: tuple[PlanStatus, ...] = ("running", "awaiting_approval", "paused")
+"""The statuses of a plan still running, which a wait for a person may change."""
+
+
+class PersonWaits:
+    """One workflow's calls that wait for a person, of every kind (approvals, pauses): its
+    current details are drawn from all of them at once, whichever desk changed.
+
+    Each desk used to keep the details it found when its own first call opened and put
+    them back when its last closed, so two desks open at once overwrote each other (a
+    continue wiped a pending approval; a decision brought back a stale "Paused at"). Now
+    one drawing: the desks' sections, each given an equal share of ``MAX_DETAILS_CHARS``.
+    What the details were before any call waited is kept once, when the first call of
+    either kind opens, and shown again when the last of both closes: a conversation is the
+    user's own workflow, and its details are theirs."""
+
+    def __init__(self) -> None:
+        self._sections: list[tuple[Callable[[], bool], Callable[[int], str]]] = []
+        self._before: str | None = None
+
+    def add(self, has_open: Callable[[], bool], section: Callable[[int], str]) -> None:
+        """A desk: whether it has calls open now, and its Markdown in at most N chars."""
+        self._sections.append((has_open, section))
+
+    def redraw(self) -> None:
+        """The details after a call opened or closed, at any desk."""
+        shown = [section for has_open, section in self._sections if has_open()]
+        if not shown:
+            if self._before is not None:
+                set_details(self._before)
+                self._before = None
+            return
+        if self._before is None:
+            self._before = workflow.get_current_details()
+        room = (MAX_DETAILS_CHARS - 2 * (len(shown) - 1)) // len(shown)
+        set_details("\n\n".join(section(room) for section in shown))
+
+
 class StatusBoard:
     """One plan workflow's status attribute and current details, changed only when they
     change (an upsert is an event in the plan's history)."""
@@ -186,6 +233,8 @@ class StatusBoard:
     def __init__(self, upsert: bool) -> None:
         self.upsert = upsert
         self._status: str | None = None
+        self._approvals = False
+        self._pauses = False
         if upsert:
             self._status = workflow.info().typed_search_attributes.get(PLAN_STATUS)
             if self._status is None:  # an input that asked for it, started without it
@@ -198,8 +247,22 @@ class StatusBoard:
 
     def waiting(self, waiting: bool) -> None:
         """The approval desk's calls awaiting a person: some (True) or none (False)."""
-        if self._status in (None, "running", "awaiting_approval"):
-            self.show("awaiting_approval" if waiting else "running")
+        self._approvals = waiting
+        self._person()
+
+    def paused(self, paused: bool) -> None:
+        """The pause desk's calls paused at a breakpoint: some (True) or none (False)."""
+        self._pauses = paused
+        self._person()
+
+    def _person(self) -> None:
+        """A wait for a person shows in the list, whichever desk holds it; a decision
+        first (``awaiting_approval``), as an approvals queue filters on it."""
+        if self._status in (None, *_WAITS):
+            if self._approvals:
+                self.show("awaiting_approval")
+            else:
+                self.show("paused" if self._pauses else "running")
 
     def ended(self, status: PlanStatus, details: str) -> None:
         self.show(status)

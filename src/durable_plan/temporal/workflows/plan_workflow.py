@@ -105,6 +105,10 @@ class PlanWorkflow(ApprovalHandlers, PauseHandlers):
         request: PlanInput | None = None
         try:
             request = PlanInput.from_wire(raw)
+            # The top-level plan's id travels to every child it starts (its own when none
+            # started it): a pause anywhere is addressed, and aborts, from there.
+            debugging = request.debugging.rooted_at(workflow.info().workflow_id)
+            request = replace(request, debugging=debugging)
             self._board = StatusBoard(request.visibility.plan_status_attribute)
             self._events, self._telemetry = workflow_emitter(
                 workflow.info().workflow_id,
@@ -223,7 +227,12 @@ class PlanWorkflow(ApprovalHandlers, PauseHandlers):
             self._board.waiting if self._board is not None else None,
         )
         self.pauses = PauseDesk(
-            Breakpoints(request.debugging.breakpoints), self._events, request.debugging.path_prefix
+            Breakpoints(request.debugging.breakpoints),
+            self._events,
+            request.debugging.path_prefix,
+            self._board.paused if self._board is not None else None,
+            root_workflow_id=request.debugging.root_workflow_id,
+            waits=self.desk.waits,  # one drawing of the details for both kinds of wait
         )
         route = HookRoute.of(request.relay, workflow.info().workflow_id)
         self._admission = Admission(
@@ -310,10 +319,8 @@ class PlanWorkflow(ApprovalHandlers, PauseHandlers):
                 return await self._run_agent_step(call, request, wanted)
             if is_saved_plan_call(request.tools, call.tool):  # a child plan
                 assert self._hooks is not None and self._admission is not None
-                with self.pauses.child(call.step_id, "plan"):
-                    return await run_saved_plan_step(
-                        call, request, self._hooks, self._admission, wanted, self._recall
-                    )
+                stages = Stages(self._hooks, self.desk, self._admission, self.pauses)
+                return await run_saved_plan_step(call, request, stages, wanted, self._recall)
             if call.tool in LOOPS:
                 return await self._run_items(call, request, wanted)
             return await self._run_tool(call, request, wanted)

@@ -1,7 +1,9 @@
 """A saved plan's call (``plan__<name>``), started as a child ``PlanWorkflow``.
 
-The calling plan (or an agent step's loop) hands the call over here after the call's
-stages (``pipeline.Stages``: a pause, the hooks, admission): the child's input is the
+A plan's step and an agent step's loop both start it from the call's stages
+(``pipeline.Stages``: the hooks, the approval gate, admission counting the child's whole
+input, ``saved_plan_call_size``): the owner's rules hold for the call itself as for any
+tool's. The child's input is the
 caller's own, every settings record as it is (bounds, retrying, routing, the hook relay,
 storage, visibility, breakpoints), with the saved plan as its plan, the call's arguments as
 its inputs, and its place in the tree (``Debugging.path_prefix``) one level down. Its id
@@ -14,6 +16,7 @@ failure of its inner step, named by its full path.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -28,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.language.step_path import rooted
     from durable_plan.run.calls import StepCall
     from durable_plan.run.nested import (
-        MAX_PLAN_DEPTH,
         Nesting,
         learned_within,
         recall_within,
@@ -51,9 +53,10 @@ with workflow.unsafe.imports_passed_through():
         PlanInput,
     )
     from durable_plan.temporal.workflows.activity_calls import fairness_key
-    from durable_plan.temporal.workflows.admission import Admission, Wanted, json_size
+    from durable_plan.temporal.workflows.admission import Wanted, json_size
     from durable_plan.temporal.workflows.hook_relay import HookAsker
     from durable_plan.temporal.workflows.outcomes import Outcome, ms_since
+    from durable_plan.temporal.workflows.pipeline import Stages
     from durable_plan.temporal.workflows.sandbox_chain import own_chain
 
 
@@ -91,14 +94,8 @@ async def run_saved_plan(
     (``memory.nested``), even when the saved plan failed after those steps. Workflow code."""
     options = caller.tools[tool]
     nesting = Nesting(caller.debugging.path_prefix, caller.debugging.breakpoints).inner(call_id)
-    if nesting.depth > MAX_PLAN_DEPTH:  # the caller's check refuses it: a hand-written input
-        return (
-            False,
-            f"{tool} at {nesting.path_prefix}: saved plans nest at most {MAX_PLAN_DEPTH} deep",
-            0.0,
-            0,
-        )
     try:
+        nesting.check_depth(tool)
         values = saved_plan_inputs(tool, options.saved_plan or {}, args)
     except StepFailure as exc:
         return False, str(exc), 0.0, 0
@@ -147,30 +144,52 @@ async def run_saved_plan(
     return True, value, ms_since(started), 1
 
 
+def saved_plan_call_size(caller: PlanInput, tool: str) -> int:
+    """The bytes a call of the saved plan ``tool`` starts with besides its arguments: the
+    child's input carries the saved plan and the caller's whole tool table. Admission
+    counts them (``Stages.run``'s ``carried``), from a plan's step as from an agent's."""
+    saved = caller.tools[tool].saved_plan or {}
+    return json_size(saved) + json_size(table_to_wire(caller.tools))
+
+
+def relay_of(hooks: HookAsker) -> HookRelay:
+    """The hook relay a child started now carries: the caller's, with the room it has left
+    (asked when the child starts, after the call's own before-hooks spent theirs)."""
+    route = hooks.route
+    return route.relay(hooks.sent_bytes) if route is not None else HookRelay()
+
+
 async def run_saved_plan_step(
     call: StepCall,
     request: PlanInput,
-    hooks: HookAsker,
-    admission: Admission,
+    stages: Stages,
     wanted: Wanted,
     memory: Recall | None = None,
 ) -> Outcome | None:
-    """A plan's step (or map item) calling a saved plan, as an agent step's child is
-    started (``agent_step_child``): admission counts the child's input like any call's, and
-    the hook relay goes down with the room this plan has left; None when it was withdrawn
-    before it started."""
-    route = hooks.route
-    relay = route.relay(hooks.sent_bytes) if route is not None else HookRelay()
-    saved = request.tools[call.tool].saved_plan or {}
-    size = json_size(call.args) + json_size(saved) + json_size(table_to_wire(request.tools))
-    verdict = await admission.enter(size, wanted=wanted)
-    if verdict == "withdrawn":
-        return None
-    if verdict == "full":
-        return False, admission.history_full_message(), 0.0, 0
-    try:
-        return await run_saved_plan(
-            call.step_id, call.tool, call.args, request, relay, call.timeout_s, memory
-        )
-    finally:
-        admission.leave()
+    """A plan's step (or map item) calling a saved plan: the call passes the stages every
+    call passes (``pipeline.Stages``: the owner's hooks and approval gate hold for the saved
+    plan's call itself, as for an agent step's call of it), admission counting the child's
+    whole input; None when it was withdrawn before it started."""
+
+    async def start(args: dict[str, Any]) -> Outcome:
+        listed = stages.pauses.child(call.step_id, "plan") if stages.pauses else nullcontext()
+        with listed:  # its calls pause in it (``paused_children``)
+            return await run_saved_plan(
+                call.step_id,
+                call.tool,
+                args,
+                request,
+                relay_of(stages.hooks),
+                call.timeout_s,
+                memory,
+            )
+
+    return await stages.run(
+        call.step_id,
+        call.tool,
+        request.tools[call.tool],
+        call.args,
+        start,
+        wanted,
+        carried=saved_plan_call_size(request, call.tool),
+    )
