@@ -10,14 +10,13 @@ input, as the workflow checked it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+from durable_plan.check import CheckedPlan
 from durable_plan.cli.graph import edges, nodes
 from durable_plan.console.bounds import cut_text
-from durable_plan.run.reuse import Recall, reusable_tools
 from durable_plan.temporal.wire.workflow_inputs import PlanInput
+from durable_plan.temporal.workflows.plan_request import recorded_check, recorded_recall
 
 COLUMN = 220
 ROW = 74
@@ -30,21 +29,7 @@ def checked_from_input(raw: Any) -> CheckedPlan:
     """The plan as the workflow checked it (``PlanWorkflow._check``): its recorded tool
     table, models, prior steps and inputs."""
     request = PlanInput.from_wire(raw)
-    catalog = ToolCatalog.from_options(request.tools)
-    models = request.models
-    catalog = replace(catalog, default_model=models.default_model, models=models.allowed_models)
-    prior = None
-    if request.memory is not None:
-        prior = Recall.from_wire(request.memory, reusable_tools(request.tools)).prior_ids
-    return check_plan(
-        request.plan,
-        catalog=catalog,
-        max_steps=request.bounds.max_steps,
-        durable=True,
-        prior=prior,
-        inputs=request.inputs,
-        checked_by_sender=request.checked_by_sender,
-    )
+    return recorded_check(request, recorded_recall(request))
 
 
 def _feeds(checked: CheckedPlan, source: str, target: str) -> list[str]:

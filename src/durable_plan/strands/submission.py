@@ -167,5 +167,5 @@ def _check(
 
     # Shapes come from the tools' code, not from history: a plan the conversation ran before
     # a tool declared its shape gets the verdict it had on replay.
-    checked = check_as_recorded(check, catalog, shapes_recorded=False)
+    checked = check_as_recorded(check, catalog)
     return checked, used[-1]

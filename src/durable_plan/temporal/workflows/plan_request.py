@@ -1,4 +1,5 @@
-"""The plan workflow's input built from a checked plan: the wire, no client, no network.
+"""The plan workflow's input built from a checked plan, and the plan checked back from an
+input as the workflow checks it: the wire, no client, no network.
 
 Both starters build it here: ``client.start_plan`` outside any workflow, and the plan
 tool's body inside a conversation's workflow (``strands.durable``). Workflow code must
@@ -11,15 +12,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from durable_plan.check import CheckedPlan
+from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
 from durable_plan.check.json_schema import without_annotations
 from durable_plan.check.saved_plans import tools_inside
 from durable_plan.language.options import ToolOptions
+from durable_plan.run.reuse import Recall, reusable_tools
 from durable_plan.temporal.wire.plan_settings import Models, PlanSettings
 from durable_plan.temporal.wire.workflow_inputs import PlanInput
 from durable_plan.temporal.workflows.ui_summary import check_ui_metadata
 
-__all__ = ["checked_input"]
+__all__ = ["checked_input", "recorded_check", "recorded_recall"]
 
 
 def checked_input(
@@ -66,3 +68,31 @@ def _unread(options: ToolOptions) -> ToolOptions:
     """A tool no model reads about in this plan: its description and its schema's
     annotations stay home (the workflow validates arguments with the rest)."""
     return replace(options, description="", input_schema=without_annotations(options.input_schema))
+
+
+def recorded_recall(request: PlanInput) -> Recall | None:
+    """The memory of earlier plans the input carries (what a repair may reuse)."""
+    if request.memory is None:
+        return None
+    return Recall.from_wire(request.memory, reusable_tools(request.tools))
+
+
+def recorded_check(request: PlanInput, recall: Recall | None) -> CheckedPlan:
+    """The plan as ``PlanWorkflow`` checks it, from its input alone: the recorded tool table
+    (shapes and all: the verdict is the same on replay), models, prior steps and inputs. The
+    workflow and the console's drawing of a plan both check through here."""
+    # An empty tool table means no tool may be planned, never "any tool".
+    catalog = replace(
+        ToolCatalog.from_options(request.tools),
+        default_model=request.models.default_model,
+        models=request.models.allowed_models,
+    )
+    return check_plan(
+        request.plan,
+        catalog=catalog,
+        max_steps=request.bounds.max_steps,
+        durable=True,
+        prior=recall.prior_ids if recall is not None else None,
+        inputs=request.inputs,
+        checked_by_sender=request.checked_by_sender,
+    )

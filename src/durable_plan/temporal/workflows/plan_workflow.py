@@ -30,7 +30,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_plan.check import CheckedPlan, ToolCatalog, check_plan
+    from durable_plan.check import CheckedPlan
     from durable_plan.language.agent_step import AGENT_TOOL
     from durable_plan.language.control_steps import LOOPS
     from durable_plan.language.errors import PlanRejected, StepError
@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_plan.run.calls import StepCall
     from durable_plan.run.engine import PlanRun
     from durable_plan.run.events import SILENT, Emitter
-    from durable_plan.run.reuse import Recall, bounded, reusable_tools
+    from durable_plan.run.reuse import Recall, bounded
     from durable_plan.run.telemetry_sink import TelemetrySink
     from durable_plan.temporal.wire.hook_messages import HOOK_REPLY_SIGNAL
     from durable_plan.temporal.wire.messages import PLAN_WORKFLOW_NAME, json_payload
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_plan.temporal.workflows.pauses import PauseDesk, PauseHandlers, call_scope
     from durable_plan.temporal.workflows.pipeline import Stages
+    from durable_plan.temporal.workflows.plan_request import recorded_check, recorded_recall
     from durable_plan.temporal.workflows.plan_status import (
         PlanStatus,
         StatusBoard,
@@ -75,7 +76,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_plan.temporal.workflows.stored_results import drop_stored, read_returned
     from durable_plan.temporal.workflows.ui_summary import step_summaries
-    from durable_plan.temporal.workflows.versions import check_as_recorded
 
 
 @workflow.defn(name=PLAN_WORKFLOW_NAME, sandboxed=False)
@@ -189,30 +189,8 @@ class PlanWorkflow(ApprovalHandlers, PauseHandlers):
     # -- internals ------------------------------------------------------------
 
     def _check(self, request: PlanInput) -> CheckedPlan:
-        # An empty tool table means no tool may be planned, never "any tool".
-        catalog = ToolCatalog.from_options(request.tools)
-        catalog = replace(
-            catalog,
-            default_model=request.models.default_model,
-            models=request.models.allowed_models,
-        )
-        if request.memory is not None:
-            self._recall = Recall.from_wire(request.memory, reusable_tools(request.tools))
-        prior = self._recall.prior_ids if self._recall is not None else None
-        # The tool table, shapes and all, is in the recorded input: the verdict is the same.
-        return check_as_recorded(
-            lambda catalog: check_plan(
-                request.plan,
-                catalog=catalog,
-                max_steps=request.bounds.max_steps,
-                durable=True,
-                prior=prior,
-                inputs=request.inputs,
-                checked_by_sender=request.checked_by_sender,
-            ),
-            catalog,
-            shapes_recorded=True,
-        )
+        self._recall = recorded_recall(request)
+        return recorded_check(request, self._recall)
 
     async def _execute(self, checked: CheckedPlan, request: PlanInput) -> dict[str, Any]:
         run = self._run = PlanRun(

@@ -64,21 +64,19 @@ _FIRST_ANSWERS: weakref.WeakKeyDictionary[Any, dict[str, bool]] = weakref.WeakKe
 
 
 def check_as_recorded(
-    check: Callable[[ToolCatalog], CheckedPlan], catalog: ToolCatalog, *, shapes_recorded: bool
+    check: Callable[[ToolCatalog], CheckedPlan], catalog: ToolCatalog
 ) -> CheckedPlan:
-    """``check(catalog)``: the plan check of workflow code, whose verdict a replay gets again.
-
-    ``shapes_recorded``: the tools' return shapes come from the run's history (a plan
-    workflow's input carries its tool table), so the check is the recorded one as it is.
-    Otherwise (a conversation: the shapes come from the tools' code) a plan that only the
-    shapes refuse records ``RETURN_SHAPES``; a replay without that marker ran the plan, and
-    gets the verdict it had: ``check`` without shapes. A plan the shapes do not refuse asks
-    nothing and records nothing. The plan workflow and the plan tool both check through
-    here."""
+    """``check(catalog)``: the plan tool's check in a conversation's workflow, whose verdict
+    a replay gets again. The shapes come from the tools' code, not from history: a plan that
+    only the shapes refuse records ``RETURN_SHAPES``; a replay without that marker ran the
+    plan, and gets the verdict it had: ``check`` without shapes. A plan the shapes do not
+    refuse asks nothing and records nothing. (A plan workflow needs none of this: its input
+    carries its tool table, shapes and all, so ``plan_request.recorded_check`` is the
+    recorded verdict as it is.)"""
     try:
         return check(catalog)
     except PlanRejected as exc:
-        if shapes_recorded or not any(p.code in SHAPE_PROBLEMS for p in exc.problems):
+        if not any(p.code in SHAPE_PROBLEMS for p in exc.problems):
             raise
         if recorded_fact(RETURN_SHAPES, True):
             raise
