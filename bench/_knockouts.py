@@ -49,10 +49,11 @@ def _replace(owner: object, name: str, new: object) -> None:
 
 
 def _check() -> None:
-    import durable_plan.temporal.workflows.plan_workflow as plan_workflow
+    # The plan workflow checks its input through ``plan_request.recorded_check``.
+    import durable_plan.temporal.workflows.plan_request as plan_request
 
     made: dict[str, Any] = {}
-    check_plan = getattr(plan_workflow, "check_plan")  # noqa: B009 (the name the workflow calls)
+    check_plan = getattr(plan_request, "check_plan")  # noqa: B009 (the name the workflow calls)
 
     def checked_once(plan: Any, **options: Any) -> Any:
         key = sorted_json([plan, {k: v for k, v in options.items() if k != "catalog"}])
@@ -60,7 +61,7 @@ def _check() -> None:
             made[key] = check_plan(plan, **options)
         return made[key]
 
-    _replace(plan_workflow, "check_plan", checked_once)
+    _replace(plan_request, "check_plan", checked_once)
 
 
 def _events() -> None:
