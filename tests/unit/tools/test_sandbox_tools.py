@@ -86,3 +86,27 @@ def test_a_sandbox_tools_options_round_trip_and_others_stay_byte_identical() -> 
     assert wire["sandbox_shell"]["sandbox"] == "work" and "sandbox" not in wire["f"]
     assert table_from_wire(wire, compact=True)["sandbox_shell"].sandbox == "work"
     assert not SANDBOX_TOOLS.get("sandbox_shell").options.may_run_local
+
+
+async def test_a_calls_streamed_output_is_bounded(tmp_path: Path) -> None:
+    """A plan's command is the model's, and each published chunk lands in the conversation's
+    history: past ``MAX_STREAMED_CHARS`` one notice ends the stream (the result keeps all)."""
+    from strands.sandbox.types import StreamChunk
+    from temporalio.testing import ActivityEnvironment
+
+    from durable_plan.temporal.activities.sandbox_calls import MAX_STREAMED_CHARS, _Relay
+    from tests.support.sandbox_support import DirSandbox
+
+    published: list[Any] = []
+
+    async def emit_a_lot() -> None:
+        relay = _Relay(DirSandbox(tmp_path), None, "work", "run")  # type: ignore[arg-type]
+        relay.publish = published.append
+        for _ in range(40):
+            relay._emit(StreamChunk(data="y\n" * 5000))
+
+    await ActivityEnvironment().run(emit_a_lot)
+    data = "".join(event.chunk.data for event in published)
+    assert len(data) < MAX_STREAMED_CHARS + 200
+    assert published[-1].chunk.data.endswith("not streamed: see the result]")
+    assert [event.sequence for event in published] == list(range(len(published)))

@@ -203,6 +203,14 @@ async def _published(sandbox: _Relay, workflow_id: str, topic: str) -> AsyncIter
             )
 
 
+MAX_STREAMED_CHARS = 256 * 1024
+"""Output one sandbox call publishes to the conversation's stream. Each chunk becomes part
+of the conversation's history (a stream publication is a signal), and a plan's command is
+the model's: ``yes | head -c 1G`` must not fill the conversation toward Temporal's limits.
+Past it one last chunk says the rest is left out; the call's result still holds its output
+(bounded like any result, by reference when large)."""
+
+
 class _Relay(Sandbox):
     """The factory's sandbox, as the tool sees it: every operation passed on, env references
     resolved as the SDK's activities do, and output chunks published when asked."""
@@ -214,6 +222,7 @@ class _Relay(Sandbox):
         self.path = path
         self.publish: Any = None
         self._sequence = 0
+        self._streamed = 0
 
     async def execute_streaming(
         self,
@@ -273,6 +282,14 @@ class _Relay(Sandbox):
     def _emit(self, item: StreamChunk | ExecutionResult) -> None:
         if self.publish is None or not isinstance(item, StreamChunk):
             return
+        if self._streamed >= MAX_STREAMED_CHARS:
+            return  # the notice below was the last chunk
+        room = MAX_STREAMED_CHARS - self._streamed
+        self._streamed += len(item.data)
+        if len(item.data) > room:
+            left = f"\n[output past {MAX_STREAMED_CHARS} characters not streamed: see the result]"
+            item = StreamChunk(data=item.data[:room] + left, stream_type=item.stream_type)
+            self._streamed = MAX_STREAMED_CHARS
         info = activity.info()
         self.publish(
             PlanSandboxStreamEvent(
